@@ -1,0 +1,39 @@
+"""Developer sessions: ``nox -s tests lint typecheck docs`` (CI runs the same)."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["tests", "lint", "typecheck"]
+nox.options.default_venv_backend = "venv"
+
+PYTHONS = ["3.11", "3.12", "3.13"]
+
+
+@nox.session(python=PYTHONS)
+def tests(session: nox.Session) -> None:
+    """The test suite against throwaway local redis-server nodes."""
+    session.install("-e", ".[test]")
+    session.run("python", "-m", "pytest", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check and ruff format --check."""
+    session.install("ruff>=0.8")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict over the package, tests and benchmarks."""
+    session.install("-e", ".[test]", "mypy>=1.13")
+    session.run("mypy", "--strict")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the documentation site (mkdocs) with warnings as errors."""
+    session.install("-e", ".[docs]")
+    session.run("mkdocs", "build", "--strict")

@@ -1,0 +1,106 @@
+"""Validated, frozen configuration for a Redlock and for each lock.
+
+Every default is stated once, here, in the field's docstring; the public
+constructors pass their keywords through and let these classes validate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ._errors import ConfigurationError
+from ._keys import check_prefix
+
+if TYPE_CHECKING:
+    from ._lock import Lock
+
+__all__ = ["LockOptions", "OnLost", "RedlockConfig", "check_seconds"]
+
+OnLost = Callable[["Lock"], object]
+
+
+def check_seconds(
+    name: str, value: object, *, positive: bool = False, allow_none: bool = False
+) -> float | None:
+    """Validate a duration in seconds; raise ConfigurationError naming ``name``."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigurationError(f"{name} must be a number of seconds, not {value!r}")
+    seconds = float(value)
+    if math.isnan(seconds) or math.isinf(seconds):
+        raise ConfigurationError(f"{name} must be finite, not {value!r}")
+    if positive and seconds <= 0:
+        raise ConfigurationError(f"{name} must be > 0, not {value!r}")
+    if seconds < 0:
+        raise ConfigurationError(f"{name} must be >= 0, not {value!r}")
+    return seconds
+
+
+def _seconds(name: str, value: object, *, positive: bool = False) -> float:
+    checked = check_seconds(name, value, positive=positive)
+    assert checked is not None
+    return checked
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RedlockConfig:
+    """Settings shared by every lock of one :class:`~redlock_async.Redlock`."""
+
+    prefix: str = "redlock:"
+    """Namespace of every key the library writes. Default ``"redlock:"``."""
+    node_timeout: float = 0.05
+    """Per-node, per-command timeout in seconds. Default 0.05."""
+    drift_factor: float = 0.01
+    """Clock drift allowance as a fraction of ttl, in [0, 1). Default 0.01."""
+    retry_delay: float = 0.2
+    """Base wait between acquire attempts, seconds. Default 0.2."""
+    retry_jitter: float = 0.2
+    """Extra uniform random wait in [0, retry_jitter), seconds. Default 0.2."""
+
+    def __post_init__(self) -> None:
+        check_prefix(self.prefix)
+        object.__setattr__(
+            self, "node_timeout", _seconds("node_timeout", self.node_timeout, positive=True)
+        )
+        object.__setattr__(self, "retry_delay", _seconds("retry_delay", self.retry_delay))
+        object.__setattr__(self, "retry_jitter", _seconds("retry_jitter", self.retry_jitter))
+        factor = self.drift_factor
+        if isinstance(factor, bool) or not isinstance(factor, int | float) or not 0 <= factor < 1:
+            raise ConfigurationError(f"drift_factor must be in [0, 1), not {factor!r}")
+        object.__setattr__(self, "drift_factor", float(factor))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LockOptions:
+    """Settings of one lock object, as given to ``Redlock.lock()``."""
+
+    ttl: float = 30.0
+    """Validity of one grant, seconds, > 0. Default 30.0."""
+    auto_extend: bool = True
+    """Renew in the background until release. Default True."""
+    timeout: float | None = None
+    """Total time ``acquire()`` may wait, seconds; None waits forever. Default None."""
+    fencing: bool = False
+    """Give each grant a monotonic fencing token. Default False."""
+    cancel_on_lost: bool = True
+    """Inside ``async with``, cancel the body when the lock is lost. Default True."""
+    fair: bool = False
+    """Grant waiters in the order they began waiting. Default False."""
+    on_lost: OnLost | None = field(default=None, repr=False)
+    """Called once with the lock when a held grant is lost. Default None."""
+
+    def __post_init__(self) -> None:
+        ttl = _seconds("ttl", self.ttl, positive=True)
+        if ttl < 0.001:
+            raise ConfigurationError(f"ttl must be at least 0.001 s (1 ms), not {self.ttl!r}")
+        object.__setattr__(self, "ttl", ttl)
+        object.__setattr__(self, "timeout", check_seconds("timeout", self.timeout, allow_none=True))
+        for flag in ("auto_extend", "fencing", "cancel_on_lost", "fair"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ConfigurationError(f"{flag} must be a bool, not {getattr(self, flag)!r}")
+        if self.on_lost is not None and not callable(self.on_lost):
+            raise ConfigurationError(f"on_lost must be callable, not {self.on_lost!r}")

@@ -1,0 +1,104 @@
+"""What every lock of one Redlock shares: nodes, settings, clock, token source.
+
+Locks talk to nodes only through this object, which keeps the import
+direction one way (the public ``Redlock`` builds a ``Core``; locks use it).
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from ._config import RedlockConfig
+from ._errors import RedlockError
+from ._node import Arg, Node
+from ._quorum import Tally, fanout, quorum_of
+from ._scripts import RELEASE, Script
+
+if TYPE_CHECKING:
+    from ._lock import Lock
+
+__all__ = ["Core", "new_token"]
+
+
+def new_token() -> bytes:
+    """A grant's token: 20 random bytes from ``secrets``, hex-encoded for readable keys."""
+    return secrets.token_hex(20).encode()
+
+
+class Core:
+    """Shared state of one Redlock. Not public: reach it through ``Redlock``."""
+
+    def __init__(
+        self,
+        nodes: Sequence[Node],
+        config: RedlockConfig,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        token_factory: Callable[[], bytes] = new_token,
+        rng: random.Random | None = None,
+        start_renewal: Callable[[Lock], None] | None = None,
+    ) -> None:
+        self.nodes = tuple(nodes)
+        self.quorum = quorum_of(len(self.nodes))
+        self.config = config
+        self.clock = clock
+        self.new_token = token_factory
+        self._rng = rng or random.Random()
+        self.closed = False
+        # Injected by the Redlock: renewal sits above the lock in the import order.
+        self.start_renewal: Callable[[Lock], None] = start_renewal or _no_renewal
+        # Locks with a background renewal scheduled, so closing can stop them.
+        self.renewing: weakref.WeakSet[Lock] = weakref.WeakSet()
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise RedlockError("this Redlock is closed")
+
+    def retry_delay(self) -> float:
+        """Base delay plus uniform jitter: contenders that failed together spread out."""
+        config = self.config
+        return config.retry_delay + self._rng.uniform(0.0, config.retry_jitter)
+
+    def fanout(
+        self,
+        script: Script,
+        keys: Sequence[bytes],
+        args: Sequence[Arg],
+        *,
+        after: Tally | None = None,
+        only: Sequence[int] | None = None,
+    ) -> Tally:
+        return fanout(
+            self.nodes,
+            script,
+            keys,
+            args,
+            node_timeout=self.config.node_timeout,
+            after=after,
+            only=only,
+        )
+
+    def undo(self, tally: Tally, keys: Sequence[bytes], token: bytes) -> None:
+        """Release ``token`` wherever ``tally``'s command may have taken effect.
+
+        That is every node that said yes, failed (a broken connection may still
+        have run the command) or has not answered yet; the release is ordered
+        after the pending command. Nobody awaits it: it must run even when the
+        caller was cancelled, and its outcome changes nothing for the caller.
+        """
+        targets = [
+            index
+            for index, reply in enumerate(tally.replies)
+            if not (type(reply) is int and reply == 0)  # a plain "no" wrote nothing
+        ]
+        if targets and not self.closed:
+            self.fanout(RELEASE, keys, (token,), after=tally, only=targets)
+
+
+def _no_renewal(lock: Lock) -> None:
+    raise RedlockError("this Redlock was built without background renewal")

@@ -1,0 +1,89 @@
+"""The exception tree of redlock_async.
+
+Every exception the library raises on purpose derives from :class:`RedlockError`::
+
+    RedlockError
+    ├── ConfigurationError (also ValueError)   bad argument, raised by the call that got it
+    ├── LockNotAcquired                          ``async with`` gave up; ``.errors`` per node
+    ├── LockLost                                 a held grant could not be kept
+    ├── LockNotOwned                             release found < quorum still holding the grant
+    └── NodeError                                one node's failure, as a vote (in ``.errors``)
+        ├── NodeConnectionError (also ConnectionError)
+        ├── NodeTimeoutError (also TimeoutError)
+        └── NodeResponseError                  the node answered with an error reply
+
+Driver exceptions (redis-py's, OSError, hiredis reply errors) are translated into
+``NodeError`` at one boundary, the node layer, so callers never see a driver type.
+Messages name nodes by their redacted address: passwords never appear.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+__all__ = [
+    "ConfigurationError",
+    "LockLost",
+    "LockNotAcquired",
+    "LockNotOwned",
+    "NodeConnectionError",
+    "NodeError",
+    "NodeResponseError",
+    "NodeTimeoutError",
+    "RedlockError",
+]
+
+
+class RedlockError(Exception):
+    """Base class of every error redlock_async raises."""
+
+
+class ConfigurationError(RedlockError, ValueError):
+    """An argument is invalid; the message names it."""
+
+
+class NodeError(RedlockError):
+    """One node failed to answer a command usefully; it costs that node's vote."""
+
+
+class NodeConnectionError(NodeError, ConnectionError):
+    """The node could not be reached, or its connection broke."""
+
+
+class NodeTimeoutError(NodeError, TimeoutError):
+    """The node did not answer within ``node_timeout``."""
+
+
+class NodeResponseError(NodeError):
+    """The node answered with an error reply (READONLY, WRONGTYPE, OOM, ...)."""
+
+
+def _describe(errors: Mapping[str, BaseException]) -> str:
+    if not errors:
+        return ""
+    parts = [f"{node}: {type(exc).__name__}: {exc}" for node, exc in errors.items()]
+    return " (" + "; ".join(parts) + ")"
+
+
+class _WithNodeErrors(RedlockError):
+    def __init__(self, message: str, errors: Mapping[str, BaseException] | None = None) -> None:
+        self.errors: Mapping[str, BaseException] = MappingProxyType(dict(errors or {}))
+        super().__init__(message + _describe(self.errors))
+
+
+class LockNotAcquired(_WithNodeErrors):
+    """The lock could not be acquired before the timeout.
+
+    ``errors`` maps each node (by its redacted address) that failed in the last
+    attempt to the exception it raised; nodes that simply voted "held by someone
+    else" are not errors and do not appear.
+    """
+
+
+class LockLost(_WithNodeErrors):
+    """A held grant was lost: renewal could not reach a quorum before validity ended."""
+
+
+class LockNotOwned(_WithNodeErrors):
+    """``release()`` found fewer than a quorum of nodes still holding this grant."""

@@ -1,0 +1,397 @@
+"""The exclusive lock: acquire with retries, extend, release, ``async with``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Final, Literal, Self
+
+from ._config import LockOptions, check_seconds
+from ._core import Core
+from ._errors import LockLost, LockNotAcquired, LockNotOwned, NodeError, RedlockError
+from ._keys import check_name, lock_key
+from ._quorum import Tally
+from ._scripts import ACQUIRE, EXTEND, RELEASE, Script
+from ._timing import validity
+
+__all__ = ["Grant", "Lock"]
+
+_log = logging.getLogger("redlock_async")
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "<lock's timeout>"
+
+
+_UNSET: Final = _Unset()
+
+Verdict = Literal["ok", "refused", "retry"]
+
+
+@dataclass(slots=True, eq=False)
+class Grant:
+    """One successful acquisition: its token and how long it is guaranteed."""
+
+    token: bytes
+    ttl: float
+    validity_end: float  # monotonic time after which the grant may be gone
+    acquired: Tally  # the acquire fan-out: later commands are ordered after it
+    fencing_token: int | None = None
+
+
+def ttl_ms(ttl: float) -> int:
+    """Whole milliseconds for PX/PEXPIRE, rounded down so keys never outlive ``ttl``."""
+    return max(1, int(ttl * 1000))
+
+
+class Lock:
+    """A distributed exclusive lock on one name. Create one per critical section.
+
+    Obtain it from :meth:`Redlock.lock`; see there for the keywords.
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_acquiring",
+        "_body_task",
+        "_cancel_requested",
+        "_core",
+        "_errors",
+        "_grant",
+        "_key",
+        "_lost",
+        "_lost_error",
+        "_lost_event",
+        "_name",
+        "_options",
+        "_renew_timer",
+        "_renewing",
+    )
+
+    def __init__(self, core: Core, name: str, options: LockOptions) -> None:
+        self._core = core
+        self._name = check_name(name)
+        self._options = options
+        self._key = lock_key(core.config.prefix, name)
+        self._grant: Grant | None = None
+        self._acquiring = False
+        self._lost = False
+        self._lost_error: LockLost | None = None
+        self._lost_event = asyncio.Event()
+        self._errors: Mapping[str, NodeError] = {}
+        self._body_task: asyncio.Task[object] | None = None
+        self._cancel_requested = False
+        self._renew_timer: asyncio.TimerHandle | None = None
+        self._renewing: Tally | None = None
+
+    # -- public properties -------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def ttl(self) -> float:
+        """The ttl of the current grant (or the configured one when not held)."""
+        return self._grant.ttl if self._grant is not None else self._options.ttl
+
+    @property
+    def options(self) -> LockOptions:
+        return self._options
+
+    @property
+    def held(self) -> bool:
+        """True while this object holds a grant that is still valid."""
+        grant = self._grant
+        return grant is not None and self._core.clock() < grant.validity_end
+
+    @property
+    def lost(self) -> bool:
+        """True once a held grant was lost (renewal failed, or it expired in use)."""
+        return self._lost
+
+    @property
+    def lost_event(self) -> asyncio.Event:
+        """Set when a held grant is lost: ``await lock.lost_event.wait()``."""
+        return self._lost_event
+
+    @property
+    def valid_for(self) -> float:
+        """Seconds of guaranteed validity left; 0.0 when not held."""
+        grant = self._grant
+        if grant is None:
+            return 0.0
+        return max(0.0, grant.validity_end - self._core.clock())
+
+    @property
+    def fencing_token(self) -> int | None:
+        """The current grant's fencing token when ``fencing=True``, else None."""
+        grant = self._grant
+        return grant.fencing_token if grant is not None else None
+
+    def __repr__(self) -> str:
+        state = "lost" if self._lost else "held" if self._grant is not None else "unlocked"
+        return f"<Lock {self._name!r} {state} ttl={self.ttl}>"
+
+    # -- acquire -----------------------------------------------------------
+
+    async def acquire(self, blocking: bool = True, timeout: float | _Unset | None = _UNSET) -> bool:
+        """Try to acquire; True on success, False when it gave up.
+
+        ``blocking=False`` makes one attempt. Otherwise attempts repeat, each
+        after ``retry_delay`` plus random jitter, until ``timeout`` seconds have
+        passed (default: the lock's ``timeout``; None waits forever).
+        Raises RedlockError when this object already holds a grant.
+        """
+        core = self._core
+        core.check_open()
+        if self._grant is not None or self._acquiring:
+            raise RedlockError(
+                f"lock {self._name!r} is already held or being acquired by this object; "
+                "create a new Lock object per critical section"
+            )
+        limit = self._options.timeout if isinstance(timeout, _Unset) else timeout
+        limit = check_seconds("timeout", limit, allow_none=True)
+        deadline = None if limit is None else core.clock() + limit
+        self._acquiring = True
+        try:
+            while True:
+                if await self._attempt():
+                    return True
+                if not blocking:
+                    return False
+                delay = core.retry_delay()
+                if deadline is not None:
+                    remaining = deadline - core.clock()
+                    if remaining <= 0:
+                        return False
+                    delay = min(delay, remaining)
+                await asyncio.sleep(delay)
+                if deadline is not None and core.clock() >= deadline:
+                    return False
+        finally:
+            self._acquiring = False
+
+    def _acquire_args(
+        self, token: bytes, ttl: float
+    ) -> tuple[Script, Sequence[bytes], tuple[bytes | int, ...]]:
+        return ACQUIRE, (self._key,), (token, ttl_ms(ttl))
+
+    async def _attempt(self) -> bool:
+        core = self._core
+        ttl = self._options.ttl
+        token = core.new_token()
+        script, keys, args = self._acquire_args(token, ttl)
+        started = core.clock()
+        tally = core.fanout(script, keys, args)
+        try:
+            granted = await tally.decided
+        except asyncio.CancelledError:
+            tally.abandon()
+            core.undo(tally, keys, token)
+            raise
+        if granted:
+            now = core.clock()
+            left = validity(ttl, started, now, core.config.drift_factor)
+            if left > 0:
+                self._grant = Grant(token, ttl, now + left, tally)
+                self._lost = False
+                self._lost_error = None
+                self._lost_event.clear()
+                self._errors = {}
+                if self._options.auto_extend:
+                    core.start_renewal(self)
+                return True
+        self._errors = tally.errors()
+        core.undo(tally, keys, token)
+        return False
+
+    # -- extend ------------------------------------------------------------
+
+    def _send_extend(self, grant: Grant, ttl: float) -> Tally:
+        return self._core.fanout(EXTEND, (self._key,), (grant.token, ttl_ms(ttl)))
+
+    def _judge_extend(self, grant: Grant, tally: Tally, started: float, ttl: float) -> Verdict:
+        """Apply one extend fan-out's outcome to ``grant``."""
+        core = self._core
+        if tally.decided.result():
+            left = validity(ttl, started, core.clock(), core.config.drift_factor)
+            if left > 0:
+                grant.validity_end = core.clock() + left
+                grant.ttl = ttl
+                return "ok"
+        n = len(core.nodes)
+        if tally.no > n - core.quorum:
+            return "refused"  # enough nodes no longer hold our token: it is gone
+        return "retry"
+
+    def _retry_interval(self, grant: Grant) -> float:
+        return min(self._core.config.retry_delay, grant.ttl / 6)
+
+    async def extend(self, ttl: float | None = None) -> None:
+        """Renew the grant to a full ``ttl`` (default: the lock's ttl) from now.
+
+        Retries while the grant is still valid; raises LockLost when a quorum
+        no longer holds it or its validity ends first, LockNotOwned when this
+        object holds no grant.
+        """
+        grant = self._require_grant()
+        new_ttl = self._options.ttl if ttl is None else check_seconds("ttl", ttl, positive=True)
+        assert new_ttl is not None
+        core = self._core
+        await self._settle_renewal()
+        self._cancel_renewal_timer()
+        try:
+            while True:
+                if self._grant is not grant:
+                    raise self._lost_error or LockLost(f"lock {self._name!r} is no longer held")
+                started = core.clock()
+                if started >= grant.validity_end:
+                    raise self._lose("its validity ended before it could be extended", {})
+                tally = self._send_extend(grant, new_ttl)
+                await tally.decided
+                verdict = self._judge_extend(grant, tally, started, new_ttl)
+                if verdict == "ok":
+                    return
+                if verdict == "refused":
+                    raise self._lose("a quorum of nodes no longer holds it", tally.errors())
+                wait = min(self._retry_interval(grant), grant.validity_end - core.clock())
+                if wait > 0:
+                    await asyncio.sleep(wait)
+        finally:
+            if self._grant is grant and self._options.auto_extend:
+                core.start_renewal(self)
+
+    # -- release -----------------------------------------------------------
+
+    def _require_grant(self) -> Grant:
+        if self._grant is None:
+            if self._lost:
+                raise self._lost_error or LockLost(f"lock {self._name!r} was lost")
+            raise LockNotOwned(f"lock {self._name!r} is not held by this object")
+        return self._grant
+
+    async def release(self) -> None:
+        """Release the grant on every node.
+
+        Raises LockNotOwned when fewer than a quorum of nodes still held it, or
+        its validity had already ended; LockLost when it had been lost.
+        """
+        grant = self._require_grant()
+        await self._settle_renewal()
+        if self._grant is not grant:  # lost while the renewal settled
+            raise self._lost_error or LockLost(f"lock {self._name!r} was lost")
+        self._drop(grant)
+        core = self._core
+        expired = core.clock() >= grant.validity_end
+        tally = core.fanout(RELEASE, (self._key,), (grant.token,), after=grant.acquired)
+        released = await tally.decided
+        if expired:
+            raise LockNotOwned(
+                f"lock {self._name!r}: its validity had ended before release", tally.errors()
+            )
+        if not released:
+            raise LockNotOwned(
+                f"lock {self._name!r}: fewer than {core.quorum} nodes still held this grant",
+                tally.errors(),
+            )
+
+    def _drop(self, grant: Grant) -> None:
+        """Forget ``grant`` locally and stop renewing it."""
+        if self._grant is grant:
+            self._grant = None
+        self._cancel_renewal_timer()
+        self._core.renewing.discard(self)
+
+    # -- renewal bookkeeping (the scheduling itself lives in _renew.py) --------
+
+    def _cancel_renewal_timer(self) -> None:
+        if self._renew_timer is not None:
+            self._renew_timer.cancel()
+            self._renew_timer = None
+
+    async def _settle_renewal(self) -> None:
+        # A renewal in flight is waited for, so a release cannot race it.
+        renewing = self._renewing
+        if renewing is not None and not renewing.decided.done():
+            await asyncio.shield(renewing.decided)
+
+    def _lose(self, reason: str, errors: Mapping[str, NodeError]) -> LockLost:
+        """Mark the held grant lost, tell the holder, clean up; returns the error."""
+        grant = self._grant
+        error = LockLost(f"lock {self._name!r} was lost: {reason}", errors)
+        if grant is None:
+            return self._lost_error or error
+        self._drop(grant)
+        self._lost = True
+        self._lost_error = error
+        _log.warning("redlock_async: %s", error)
+        # Remnants on a minority would only block the next holder until expiry.
+        self._core.undo(grant.acquired, (self._key,), grant.token)
+        self._lost_event.set()
+        on_lost = self._options.on_lost
+        if on_lost is not None:
+            try:
+                on_lost(self)
+            except Exception:
+                _log.exception("redlock_async: on_lost callback of %r failed", self._name)
+        task = self._body_task
+        # Not when the body itself noticed (its extend() raises LockLost already).
+        if (
+            task is not None
+            and self._options.cancel_on_lost
+            and not task.done()
+            and task is not asyncio.current_task()
+        ):
+            self._cancel_requested = True
+            task.cancel(f"redlock_async: lock {self._name!r} was lost")
+        return error
+
+    # -- async with ---------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        if not await self.acquire():
+            raise LockNotAcquired(
+                f"could not acquire lock {self._name!r} within {self._options.timeout}s",
+                self._errors,
+            )
+        self._body_task = asyncio.current_task()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        task, self._body_task = self._body_task, None
+        if self._cancel_requested:
+            self._cancel_requested = False
+            # Undo our own cancel request; if it was the only one, the
+            # CancelledError in flight is ours and becomes LockLost.
+            outside = task is not None and task.uncancel() > 0
+            if outside:
+                return  # an outside cancellation stays a cancellation
+        if self._lost:
+            raise self._lost_error or LockLost(f"lock {self._name!r} was lost")
+        grant = self._grant
+        if grant is None:
+            return
+        if self._core.clock() >= grant.validity_end:
+            await self._release_quietly()
+            raise LockLost(f"lock {self._name!r} expired before the body finished")
+        if exc is not None:
+            await self._release_quietly()
+            return
+        await self.release()
+        return
+
+    async def _release_quietly(self) -> None:
+        try:
+            await self.release()
+        except RedlockError as err:
+            _log.warning("redlock_async: release of %r failed: %s", self._name, err)

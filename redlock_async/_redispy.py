@@ -1,0 +1,114 @@
+"""The redis-py driver: for clients users pass in, TLS URLs, and Redis Cluster.
+
+Each command is a task; its outcome reaches the callback as a value. Pooled
+connections give no ordering between commands, so the quorum layer chains
+cleanup after in-flight commands itself (``ordered = False``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+import redis.exceptions
+from redis.asyncio import Redis, RedisCluster
+
+from ._errors import NodeConnectionError, NodeError, NodeResponseError, NodeTimeoutError
+from ._node import Arg, Callback, Reply, stall_limit
+from ._scripts import Script
+
+__all__ = ["RedisPyNode", "translate"]
+
+_log = logging.getLogger("redlock_async")
+
+
+def translate(exc: BaseException, name: str) -> NodeError:
+    """Map a driver exception onto the library's tree (the one translation point)."""
+    if isinstance(exc, NodeError):
+        return exc
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, redis.exceptions.TimeoutError | TimeoutError):
+        return NodeTimeoutError(f"{name}: {text}")
+    if isinstance(exc, redis.exceptions.ConnectionError | OSError):
+        return NodeConnectionError(f"{name}: {text}")
+    if isinstance(exc, redis.exceptions.ResponseError):
+        return NodeResponseError(text)
+    return NodeError(f"{name}: {type(exc).__name__}: {text}")
+
+
+class RedisPyNode:
+    """A node reached through a ``redis.asyncio.Redis`` or ``RedisCluster`` client."""
+
+    ordered = False
+
+    def __init__(
+        self,
+        client: Redis | RedisCluster,
+        *,
+        name: str,
+        node_timeout: float,
+        owned: bool,
+    ) -> None:
+        self._client = client
+        self._name = name
+        self._owned = owned
+        # redis-py may wait forever on a blackholed socket when the caller's
+        # client has no socket_timeout; this bound keeps tasks from piling up.
+        self._stall = stall_limit(node_timeout)
+        self._tasks: set[asyncio.Task[object]] = set()
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def __repr__(self) -> str:
+        return f"RedisPyNode({self._name!r})"
+
+    def run_script(
+        self, script: Script, keys: Sequence[bytes], args: Sequence[Arg], callback: Callback
+    ) -> None:
+        task: asyncio.Task[object] = asyncio.get_running_loop().create_task(
+            self._run(script, keys, args)
+        )
+        self._tasks.add(task)
+
+        def done(task: asyncio.Task[object]) -> None:
+            self._tasks.discard(task)
+            if task.cancelled():
+                callback(NodeConnectionError(f"{self._name}: command cancelled (closing)"))
+                return
+            exc = task.exception()
+            callback(translate(exc, self._name) if exc is not None else _reply(task.result()))
+
+        task.add_done_callback(done)
+
+    async def _run(self, script: Script, keys: Sequence[bytes], args: Sequence[Arg]) -> object:
+        async with asyncio.timeout(self._stall):
+            try:
+                return await self._client.evalsha(script.sha.decode(), len(keys), *keys, *args)
+            except redis.exceptions.NoScriptError:
+                return await self._client.eval(script.source.decode(), len(keys), *keys, *args)
+
+    def check_stall(self) -> None:
+        # Nothing to do: each command task carries its own stall bound.
+        return
+
+    async def aclose(self) -> None:
+        if self._tasks:
+            # Give in-flight commands (often cleanup releases) a chance to land.
+            _, pending = await asyncio.wait(set(self._tasks), timeout=self._stall)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending)
+        if self._owned:
+            await self._client.aclose()
+
+
+def _reply(value: object) -> Reply:
+    if value is None or isinstance(value, int | bytes | list):
+        return value
+    if isinstance(value, str):  # a client created with decode_responses=True
+        return value.encode()
+    return NodeResponseError(f"unexpected reply type {type(value).__name__}")

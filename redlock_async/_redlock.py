@@ -1,0 +1,195 @@
+"""The public entry point: ``Redlock``, a set of nodes and the locks over them."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Self
+
+from redis.asyncio import Redis, RedisCluster
+
+from ._address import parse_url, redact_url
+from ._config import LockOptions, OnLost, RedlockConfig
+from ._core import Core
+from ._errors import ConfigurationError
+from ._lock import Lock
+from ._node import Node
+from ._redispy import RedisPyNode
+from ._renew import start_renewal
+from ._resp import RespNode
+from ._scripts import ALL_SCRIPTS
+
+__all__ = ["NodeSpec", "Redlock"]
+
+_log = logging.getLogger("redlock_async")
+
+NodeSpec = str | Redis | RedisCluster
+"""A node: a URL, or a redis-py asyncio client (not closed by ``aclose()``)."""
+
+
+class Redlock:
+    """A quorum of independent Redis nodes, and the factory of locks over them.
+
+    ``nodes`` are URLs (``redis://``, ``rediss://``, ``unix://``) or
+    ``redis.asyncio.Redis`` / ``RedisCluster`` clients; a grant needs
+    ``len(nodes) // 2 + 1`` of them. Keywords (defaults in brackets):
+
+    - ``prefix`` ["redlock:"]: namespace of every key written;
+    - ``node_timeout`` [0.05]: per-node, per-command timeout, seconds;
+    - ``drift_factor`` [0.01]: clock drift allowance, ``ttl * drift_factor + 0.002``;
+    - ``retry_delay`` [0.2], ``retry_jitter`` [0.2]: wait between attempts is
+      ``retry_delay`` plus uniform random ``[0, retry_jitter)``.
+
+    Raises ConfigurationError for bad arguments. Nothing connects until the
+    first command; close with ``await redlock.aclose()`` or ``async with``.
+    """
+
+    def __init__(
+        self,
+        nodes: Sequence[NodeSpec],
+        *,
+        prefix: str = "redlock:",
+        node_timeout: float = 0.05,
+        drift_factor: float = 0.01,
+        retry_delay: float = 0.2,
+        retry_jitter: float = 0.2,
+    ) -> None:
+        config = RedlockConfig(
+            prefix=prefix,
+            node_timeout=node_timeout,
+            drift_factor=drift_factor,
+            retry_delay=retry_delay,
+            retry_jitter=retry_jitter,
+        )
+        if isinstance(nodes, str | bytes) or not isinstance(nodes, Sequence):
+            raise ConfigurationError(
+                f"nodes must be a list of URLs or redis.asyncio clients, not {type(nodes).__name__}"
+            )
+        if not nodes:
+            raise ConfigurationError("nodes must name at least one Redis node")
+        built = [_make_node(spec, config) for spec in nodes]
+        names = [node.name for node in built]
+        if len(set(names)) != len(names):
+            dupes = sorted({name for name in names if names.count(name) > 1})
+            raise ConfigurationError(
+                f"nodes lists the same node twice ({', '.join(dupes)}): "
+                "one server would cast several votes"
+            )
+        self._core = Core(built, config, start_renewal=start_renewal)
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """The nodes' addresses, passwords redacted."""
+        return tuple(node.name for node in self._core.nodes)
+
+    @property
+    def quorum(self) -> int:
+        """How many nodes must agree: ``len(nodes) // 2 + 1``."""
+        return self._core.quorum
+
+    @property
+    def config(self) -> RedlockConfig:
+        return self._core.config
+
+    @property
+    def closed(self) -> bool:
+        return self._core.closed
+
+    def __repr__(self) -> str:
+        return f"Redlock(nodes={list(self.nodes)!r}, quorum={self.quorum})"
+
+    def lock(
+        self,
+        name: str,
+        *,
+        ttl: float = 30.0,
+        auto_extend: bool = True,
+        timeout: float | None = None,
+        fencing: bool = False,
+        cancel_on_lost: bool = True,
+        fair: bool = False,
+        on_lost: OnLost | None = None,
+    ) -> Lock:
+        """A new exclusive :class:`Lock` on ``name`` (not yet acquired).
+
+        Keywords (defaults in brackets): ``ttl`` [30.0] validity of one grant;
+        ``auto_extend`` [True] renew in the background until release;
+        ``timeout`` [None] total time ``acquire()`` may wait, None = no limit;
+        ``fencing`` [False] give each grant a fencing token; ``cancel_on_lost``
+        [True] cancel the ``async with`` body if the lock is lost; ``fair``
+        [False] serve waiters in arrival order; ``on_lost`` [None] called once
+        with the lock when a held grant is lost.
+        """
+        self._core.check_open()
+        options = LockOptions(
+            ttl=ttl,
+            auto_extend=auto_extend,
+            timeout=timeout,
+            fencing=fencing,
+            cancel_on_lost=cancel_on_lost,
+            fair=fair,
+            on_lost=on_lost,
+        )
+        return Lock(self._core, name, options)
+
+    async def aclose(self) -> None:
+        """Stop renewals and close the connections this Redlock opened.
+
+        Clients passed in are left open. Locks still held are not released:
+        their keys expire after their ttl.
+        """
+        core = self._core
+        if core.closed:
+            return
+        core.closed = True
+        for lock in list(core.renewing):
+            lock._cancel_renewal_timer()
+        core.renewing.clear()
+        results = await asyncio.gather(
+            *(node.aclose() for node in core.nodes), return_exceptions=True
+        )
+        for node, result in zip(core.nodes, results, strict=True):
+            if isinstance(result, Exception):
+                _log.warning("redlock_async: closing %s failed: %s", node.name, result)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+def _make_node(spec: object, config: RedlockConfig) -> Node:
+    timeout = config.node_timeout
+    if isinstance(spec, str):
+        address = parse_url(spec)
+        if address.tls:
+            # TLS goes through redis-py; the lean driver speaks plain TCP and unix sockets.
+            client = Redis.from_url(spec, socket_timeout=timeout, socket_connect_timeout=timeout)
+            return RedisPyNode(client, name=address.display, node_timeout=timeout, owned=True)
+        return RespNode(address, node_timeout=timeout, scripts=ALL_SCRIPTS)
+    if isinstance(spec, Redis | RedisCluster):
+        return RedisPyNode(spec, name=_client_name(spec), node_timeout=timeout, owned=False)
+    raise ConfigurationError(
+        f"a node must be a URL or a redis.asyncio Redis/RedisCluster, not {type(spec).__name__}"
+    )
+
+
+def _client_name(client: Redis | RedisCluster) -> str:
+    if isinstance(client, RedisCluster):
+        nodes = client.get_nodes() or []
+        first = nodes[0].name if nodes else "?"
+        return f"cluster({first})#{id(client):x}"
+    kwargs = client.connection_pool.connection_kwargs
+    if "path" in kwargs:
+        where = f"unix://{kwargs['path']}"
+    else:
+        where = f"redis://{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
+    return redact_url(f"{where}/{kwargs.get('db', 0)}") + f"#{id(client):x}"

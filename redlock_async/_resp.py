@@ -1,0 +1,318 @@
+"""The lean driver: one auto-pipelined RESP connection per node, parsed by hiredis.
+
+Why not redis-py here: its command path costs about three times a bare
+protocol's, and a lock's hot path is nothing but tiny scripts. One connection
+per node also gives a property the algorithm wants: commands run on the server
+in the order we send them, so a release queued behind an in-flight acquire
+always runs after it, and cleanup needs no waiting.
+
+Failure handling, in short:
+
+* a command that outlives ``node_timeout`` only costs its vote (the quorum
+  layer decides that); the connection stays, and the late reply is still
+  delivered, so callers can clean up what it did;
+* a connection that answers nothing for ``stall_limit`` is dropped (a
+  blackholed or frozen node), failing everything queued on it, so nothing
+  piles up while the node stays dead;
+* reconnection is lazy and backs off exponentially: while a node is down,
+  commands fail at once instead of waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections import deque
+from collections.abc import Callable, Sequence
+
+import hiredis
+
+from ._address import Address
+from ._errors import NodeConnectionError, NodeError, NodeResponseError, NodeTimeoutError
+from ._node import Arg, Callback, stall_limit
+from ._scripts import Script
+
+__all__ = ["RespNode"]
+
+_log = logging.getLogger("redlock_async")
+
+# Commands one node may have queued (awaiting a reply or a connection) before
+# new ones fail at once: a bound on memory if replies stop coming.
+MAX_PENDING = 65_536
+
+_RawCallback = Callable[[object], None]
+# hiredis's stub types the argument as a 1-tuple; any tuple of str/bytes/int works.
+_pack: Callable[[tuple[object, ...]], bytes] = hiredis.pack_command  # type: ignore[assignment]
+
+
+class _Conn(asyncio.Protocol):
+    """One connection: writes are coalesced per loop iteration, replies matched FIFO."""
+
+    def __init__(self, node: RespNode, loop: asyncio.AbstractEventLoop) -> None:
+        self.node = node
+        self.loop = loop
+        self.reader = hiredis.Reader()
+        self.pending: deque[_RawCallback] = deque()
+        self.transport: asyncio.Transport | None = None
+        self.out: list[bytes] = []
+        self.flush_scheduled = False
+        self.busy_since = 0.0  # last time a reply arrived or the queue became non-empty
+        self.closed: asyncio.Future[None] = loop.create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def send(self, payload: bytes, callback: _RawCallback) -> None:
+        if not self.pending:
+            self.busy_since = self.loop.time()
+        self.pending.append(callback)
+        self.out.append(payload)
+        if not self.flush_scheduled:
+            # Auto-pipelining: every command queued during this loop iteration,
+            # by any task, leaves in one write (one syscall) per node.
+            self.flush_scheduled = True
+            self.loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self.flush_scheduled = False
+        out = self.out
+        if self.transport is not None and out:
+            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+        out.clear()
+
+    def data_received(self, data: bytes) -> None:
+        reader = self.reader
+        pending = self.pending
+        reader.feed(data)
+        while (reply := reader.gets()) is not False:
+            if not pending:
+                self.abort(NodeResponseError(f"{self.node.name} sent an unsolicited reply"))
+                return
+            callback = pending.popleft()
+            try:
+                callback(reply)
+            except Exception:  # a bug in a callback must not desynchronise the stream
+                _log.exception("redlock_async: reply callback failed")
+        self.busy_since = self.loop.time()
+
+    def abort(self, error: NodeError) -> None:
+        self.node._forget(self, error)
+        if self.transport is not None:
+            self.transport.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        self.out.clear()
+        error = self.node._forget(self, None)
+        pending, self.pending = self.pending, deque()
+        for callback in pending:
+            callback(error)
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+class _ScriptCall:
+    """Pending EVALSHA: translates the reply, retrying as EVAL on NOSCRIPT."""
+
+    __slots__ = ("args", "callback", "keys", "node", "script")
+
+    def __init__(
+        self,
+        node: RespNode,
+        script: Script,
+        keys: Sequence[bytes],
+        args: Sequence[Arg],
+        callback: Callback,
+    ) -> None:
+        self.node = node
+        self.script = script
+        self.keys = keys
+        self.args = args
+        self.callback = callback
+
+    def __call__(self, reply: object) -> None:
+        if isinstance(reply, hiredis.ReplyError):
+            message = str(reply)
+            if message.startswith("NOSCRIPT") and self.script is not None:
+                # Scripts are loaded on connect, so this only follows a SCRIPT
+                # FLUSH; resend the source once, then translate as usual.
+                payload = _pack(
+                    (b"EVAL", self.script.source, len(self.keys), *self.keys, *self.args)
+                )
+                self.script = None  # type: ignore[assignment]
+                self.node._send(payload, self)
+                return
+            self.callback(NodeResponseError(message))
+        else:
+            self.callback(reply)  # type: ignore[arg-type]
+
+
+class RespNode:
+    """A Redis node reached over one RESP connection (``redis://``, ``unix://``)."""
+
+    ordered = True
+
+    def __init__(self, address: Address, *, node_timeout: float, scripts: Sequence[Script]) -> None:
+        self._address = address
+        self._stall = stall_limit(node_timeout)
+        self._scripts = tuple(scripts)
+        self._conn: _Conn | None = None
+        self._connecting: asyncio.Task[None] | None = None
+        self._waiting: list[tuple[bytes, _RawCallback]] = []
+        self._failures = 0  # consecutive connections that never answered
+        self._retry_at = 0.0
+        self._last_error: NodeError = NodeConnectionError(f"{address.display} is not connected")
+        self._closed = False
+
+    @property
+    def name(self) -> str:
+        return self._address.display
+
+    def __repr__(self) -> str:
+        return f"RespNode({self._address.display!r})"
+
+    def run_script(
+        self, script: Script, keys: Sequence[bytes], args: Sequence[Arg], callback: Callback
+    ) -> None:
+        payload = _pack((b"EVALSHA", script.sha, len(keys), *keys, *args))
+        self._send(payload, _ScriptCall(self, script, keys, args, callback))
+
+    def _send(self, payload: bytes, callback: _RawCallback) -> None:
+        conn = self._conn
+        if conn is not None and len(conn.pending) < MAX_PENDING:
+            conn.send(payload, callback)
+            return
+        loop = asyncio.get_running_loop()
+        if conn is not None:
+            error: NodeError = NodeConnectionError(f"{self.name}: too many commands in flight")
+        elif self._closed:
+            error = NodeConnectionError(f"{self.name}: the Redlock is closed")
+        elif self._connecting is None and loop.time() < self._retry_at:
+            error = self._last_error  # down and backing off: fail now, don't queue
+        elif len(self._waiting) >= MAX_PENDING:
+            error = NodeConnectionError(f"{self.name}: too many commands waiting to connect")
+        else:
+            if self._connecting is None:
+                self._connecting = loop.create_task(self._connect(loop))
+            self._waiting.append((payload, callback))
+            return
+        # Callbacks always run later, never inside the caller's send loop.
+        loop.call_soon(callback, error)
+
+    async def _connect(self, loop: asyncio.AbstractEventLoop) -> None:
+        address = self._address
+        try:
+            async with asyncio.timeout(self._stall):
+                if address.path is not None:
+                    _, conn = await loop.create_unix_connection(
+                        lambda: _Conn(self, loop), address.path
+                    )
+                else:
+                    _, conn = await loop.create_connection(
+                        lambda: _Conn(self, loop), address.host or "localhost", address.port
+                    )
+        except (OSError, TimeoutError) as exc:
+            reason = "timed out" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
+            self._backoff(loop, NodeConnectionError(f"cannot connect to {self.name}: {reason}"))
+            self._fail_waiting(self._last_error)
+            return
+        finally:
+            self._connecting = None
+        if self._closed:
+            conn.abort(NodeConnectionError(f"{self.name}: the Redlock is closed"))
+            self._fail_waiting(self._last_error)
+            return
+        self._conn = conn
+        self._handshake(conn)
+        waiting, self._waiting = self._waiting, []
+        for payload, callback in waiting:
+            conn.send(payload, callback)
+
+    def _handshake(self, conn: _Conn) -> None:
+        address = self._address
+
+        def must_succeed(what: str) -> _RawCallback:
+            def check(reply: object) -> None:
+                if isinstance(reply, hiredis.ReplyError):
+                    _log.warning("redlock_async: %s failed on %s: %s", what, self.name, reply)
+                    conn.abort(NodeConnectionError(f"{what} failed on {self.name}: {reply}"))
+
+            return check
+
+        if address.password is not None:
+            auth: tuple[object, ...] = (b"AUTH", address.password)
+            if address.username is not None:
+                auth = (b"AUTH", address.username, address.password)
+            conn.send(_pack(auth), must_succeed("AUTH"))
+        if address.db:
+            conn.send(_pack((b"SELECT", address.db)), must_succeed("SELECT"))
+        for script in self._scripts:
+            conn.send(_pack((b"SCRIPT", b"LOAD", script.source)), _ignore)
+
+        def healthy(reply: object) -> None:
+            if not isinstance(reply, NodeError):
+                self._failures = 0
+
+        conn.send(_pack((b"PING",)), healthy)
+
+    def _backoff(self, loop: asyncio.AbstractEventLoop, error: NodeError) -> None:
+        self._failures += 1
+        self._last_error = error
+        delay = min(2.0, 0.05 * 2 ** (self._failures - 1)) * random.uniform(0.5, 1.0)
+        self._retry_at = loop.time() + delay
+
+    def _fail_waiting(self, error: NodeError) -> None:
+        waiting, self._waiting = self._waiting, []
+        for _, callback in waiting:
+            callback(error)
+
+    def _forget(self, conn: _Conn, error: NodeError | None) -> NodeError:
+        """Stop using ``conn``; returns the error its pending commands fail with."""
+        if self._conn is conn:
+            self._conn = None
+            if error is not None:
+                self._backoff(conn.loop, error)
+            elif self._failures:
+                self._backoff(conn.loop, NodeConnectionError(f"connection to {self.name} lost"))
+            else:
+                # A healthy connection broke: reconnect on the next command.
+                self._last_error = NodeConnectionError(f"connection to {self.name} lost")
+                self._retry_at = 0.0
+        return error if error is not None else self._last_error
+
+    def check_stall(self) -> None:
+        conn = self._conn
+        if conn is None or not conn.pending:
+            return
+        silent = conn.loop.time() - conn.busy_since
+        if silent > self._stall:
+            _log.warning(
+                "redlock_async: %s answered nothing for %.2fs; dropping its connection",
+                self.name,
+                silent,
+            )
+            conn.abort(NodeTimeoutError(f"{self.name} answered nothing for {silent:.2f}s"))
+
+    async def aclose(self) -> None:
+        self._closed = True
+        if self._connecting is not None:
+            self._connecting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._connecting
+        self._fail_waiting(NodeConnectionError(f"{self.name}: the Redlock is closed"))
+        conn = self._conn
+        if conn is not None and conn.transport is not None:
+            conn.transport.close()
+            try:
+                async with asyncio.timeout(1.0):
+                    await asyncio.shield(conn.closed)
+            except TimeoutError:
+                conn.abort(NodeConnectionError(f"{self.name}: the Redlock is closed"))
+
+
+def _ignore(reply: object) -> None:
+    if isinstance(reply, hiredis.ReplyError):
+        _log.debug("redlock_async: SCRIPT LOAD failed: %s", reply)

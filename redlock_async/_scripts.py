@@ -1,0 +1,38 @@
+"""The Lua scripts, loaded once from the package's ``lua/`` folder.
+
+Scripts are plain data (name, source, SHA1): no script object is bound to a
+client, so every node driver runs the same bytes with EVALSHA and falls back to
+EVAL only when the node answers NOSCRIPT.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from importlib import resources
+
+__all__ = ["ACQUIRE", "ALL_SCRIPTS", "EXTEND", "RELEASE", "Script"]
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """A Lua script and the SHA1 digest Redis files it under."""
+
+    name: str
+    source: bytes
+    sha: bytes  # lowercase hex digest, as EVALSHA and SCRIPT LOAD spell it
+
+    @classmethod
+    def load(cls, name: str) -> Script:
+        source = resources.files(__package__).joinpath("lua", f"{name}.lua").read_bytes()
+        return cls(name, source, hashlib.sha1(source).hexdigest().encode())
+
+    def __repr__(self) -> str:
+        return f"Script({self.name!r}, sha={self.sha.decode()})"
+
+
+ACQUIRE = Script.load("acquire")
+RELEASE = Script.load("release")
+EXTEND = Script.load("extend")
+
+ALL_SCRIPTS: tuple[Script, ...] = (ACQUIRE, RELEASE, EXTEND)

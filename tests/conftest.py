@@ -1,0 +1,65 @@
+"""Shared fixtures: Redlocks over throwaway nodes, through either driver.
+
+The node fixtures (``redis_nodes``, ``redis_nodes_factory``, ``redis_cluster``)
+come from the project's own pytest plugin, ``redlock_async.testing``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+import pytest
+import redis.asyncio
+
+from redlock_async import Redlock
+from redlock_async.testing import RedisNode, RedisNodes
+
+MakeRedlock = Callable[..., Redlock]
+
+
+@pytest.fixture(params=["resp", "redis-py"])
+def driver(request: pytest.FixtureRequest) -> str:
+    """Every lock test runs through both node drivers."""
+    return str(request.param)
+
+
+@pytest.fixture
+async def make_redlock(driver: str, redis_nodes: RedisNodes) -> AsyncIterator[MakeRedlock]:
+    """Build a Redlock over ``redis_nodes`` (or given nodes) with the chosen driver."""
+    made: list[Redlock] = []
+    clients: list[redis.asyncio.Redis] = []
+
+    def make(nodes: Sequence[RedisNode] | None = None, **kwargs: Any) -> Redlock:
+        group = redis_nodes if nodes is None else nodes
+        if driver == "resp":
+            redlock = Redlock([node.url for node in group], **kwargs)
+        else:
+            # No socket_timeout on purpose: the library must bound commands itself.
+            new = [redis.asyncio.Redis.from_url(node.url) for node in group]
+            clients.extend(new)
+            redlock = Redlock(new, **kwargs)
+        made.append(redlock)
+        return redlock
+
+    yield make
+    for redlock in made:
+        await redlock.aclose()
+    for client in clients:
+        await client.aclose()
+
+
+@pytest.fixture
+async def redlock(make_redlock: MakeRedlock) -> Redlock:
+    return make_redlock()
+
+
+def lock_keys(nodes: Sequence[RedisNode], pattern: str = "redlock:*") -> list[list[bytes]]:
+    """Every node's keys matching ``pattern`` (read straight from the server)."""
+    return [sorted(node.client().keys(pattern)) for node in nodes]
+
+
+async def settle(seconds: float = 0.3) -> None:
+    """Let in-flight commands (late replies, cleanup) land before inspecting nodes."""
+    await asyncio.sleep(seconds)

@@ -1,0 +1,54 @@
+"""A real Redis Cluster (3 local masters) used as one Redlock node."""
+
+from __future__ import annotations
+
+import pytest
+from redis.asyncio import RedisCluster
+from redis.crc import key_slot
+
+from redlock_async import Redlock
+from redlock_async._keys import lock_key
+from redlock_async.testing import RedisClusterNodes, RedisNodes
+
+NAMES = ["orders:42", "}starts-with-brace", "a{b}c", "{}", "x}{y"]
+
+
+async def test_cluster_as_a_node(redis_cluster: RedisClusterNodes) -> None:
+    host, port = redis_cluster.startup_nodes[0]
+    cluster = RedisCluster(host=host, port=port)
+    try:
+        redlock = Redlock([cluster])
+        for name in NAMES:
+            lock = redlock.lock(name, ttl=5.0, auto_extend=False)
+            assert await lock.acquire(), name
+            assert not await redlock.lock(name).acquire(blocking=False)
+            await lock.extend()
+            key = lock_key("redlock:", name)
+            assert await cluster.get(key) is not None
+            await lock.release()
+            assert await cluster.get(key) is None
+        await redlock.aclose()
+    finally:
+        await cluster.aclose()
+
+
+async def test_cluster_beside_plain_nodes(
+    redis_cluster: RedisClusterNodes, redis_nodes: RedisNodes
+) -> None:
+    host, port = redis_cluster.startup_nodes[0]
+    cluster = RedisCluster(host=host, port=port)
+    try:
+        async with Redlock([cluster, redis_nodes[0].url, redis_nodes[1].url]) as redlock:
+            async with redlock.lock("mixed", ttl=5.0) as lock:
+                assert lock.held
+                redis_nodes[0].kill()
+            # Released on the cluster and the surviving node.
+            assert await cluster.get(lock_key("redlock:", "mixed")) is None
+    finally:
+        await cluster.aclose()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_key_of_a_name_shares_a_slot(name: str) -> None:
+    key = lock_key("redlock:", name)
+    assert key_slot(key) == key_slot(key + b":fence") == key_slot(key + b":readers")

@@ -1,0 +1,226 @@
+"""Misbehaving nodes cost one vote each: never a crash, a hang or a leaked key."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from redlock_async import (
+    LockLost,
+    NodeConnectionError,
+    NodeResponseError,
+    NodeTimeoutError,
+    Redlock,
+)
+from redlock_async._scripts import ALL_SCRIPTS
+from redlock_async.testing import RedisNodes
+
+from ..conftest import MakeRedlock, lock_keys, settle
+
+KEY = b"redlock:{job}"
+
+
+async def test_blackholed_node_does_not_stall(
+    make_redlock: MakeRedlock, redis_nodes: RedisNodes
+) -> None:
+    redlock = make_redlock()
+    redis_nodes[0].blackhole()
+    for _ in range(5):
+        # A hang would show as a test timeout; each call is bounded by
+        # node_timeout because the healthy majority decides.
+        lock = redlock.lock("job", ttl=5.0, auto_extend=False)
+        assert await asyncio.wait_for(lock.acquire(blocking=False), 5)
+        await asyncio.wait_for(lock.release(), 5)
+    # With a majority blackholed, the vote fails instead of hanging.
+    redis_nodes[1].blackhole()
+    lock = redlock.lock("job", ttl=5.0)
+    assert not await asyncio.wait_for(lock.acquire(blocking=False), 5)
+    errors = lock._errors
+    assert set(errors) == set(redlock.nodes[:2])
+    assert all(isinstance(e, NodeTimeoutError) for e in errors.values())
+    redis_nodes[0].heal()
+    redis_nodes[1].heal()
+    # The dead connections are replaced (after backoff) once the nodes answer again.
+    lock = redlock.lock("job", ttl=5.0, auto_extend=False)
+    assert await lock.acquire(timeout=10.0)
+    await lock.release()
+    await settle(0.5)
+    assert lock_keys(redis_nodes[1:]) == [[], []]
+
+
+async def test_blackhole_does_not_pile_up_commands(redis_nodes: RedisNodes) -> None:
+    redlock = Redlock([node.url for node in redis_nodes])
+    try:
+        redis_nodes[0].blackhole()
+        node = redlock._core.nodes[0]
+        for _ in range(40):
+            lock = redlock.lock("job", ttl=5.0, auto_extend=False)
+            assert await lock.acquire(blocking=False)
+            await lock.release()
+            await asyncio.sleep(0.02)
+        # The stalled connection was dropped; commands now fail fast while it backs off.
+        conn = node._conn  # type: ignore[attr-defined]
+        assert conn is None or len(conn.pending) < 80
+    finally:
+        await redlock.aclose()
+
+
+async def test_refused_connections_are_failed_votes_and_recover(
+    make_redlock: MakeRedlock, redis_nodes: RedisNodes
+) -> None:
+    redlock = make_redlock()
+    redis_nodes[0].kill()
+    redis_nodes[1].kill()
+    lock = redlock.lock("job", ttl=5.0)
+    assert not await lock.acquire(blocking=False)
+    assert all(isinstance(e, NodeConnectionError) for e in lock._errors.values())
+    redis_nodes[0].restart()
+    redis_nodes[1].restart()
+    lock = redlock.lock("job", ttl=5.0, auto_extend=False)
+    assert await lock.acquire(timeout=10.0)
+    await lock.release()
+
+
+async def test_connection_reset_costs_one_attempt(
+    make_redlock: MakeRedlock, redis_nodes: RedisNodes
+) -> None:
+    redlock = make_redlock()
+    lock = redlock.lock("job", ttl=5.0, auto_extend=False)
+    assert await lock.acquire()
+    await lock.release()
+    for node in redis_nodes:
+        node.reset_connections()
+    lock = redlock.lock("job", ttl=5.0, auto_extend=False)
+    assert await lock.acquire(timeout=5.0)
+    await lock.release()
+
+
+async def test_foreign_key_of_another_type(make_redlock: MakeRedlock, redis_nodes: RedisNodes) -> None:
+    redlock = make_redlock()
+    redis_nodes[0].client().rpush(KEY, b"not a lock")
+    lock = redlock.lock("job", ttl=5.0, auto_extend=False)
+    assert await lock.acquire(blocking=False)  # that node says no; two others say yes
+    await lock.release()
+    redis_nodes[1].client().rpush(KEY, b"not a lock")
+    lock = redlock.lock("job", ttl=5.0)
+    assert not await lock.acquire(blocking=False)
+    assert redis_nodes[0].client().lrange(KEY, 0, -1) == [b"not a lock"]
+
+
+async def test_error_replies_are_reported_per_node(
+    make_redlock: MakeRedlock, redis_nodes: RedisNodes
+) -> None:
+    redlock = make_redlock()
+    oom = redis_nodes[0].client()
+    oom.config_set("maxmemory", 1)
+    oom.config_set("maxmemory-policy", "noeviction")
+    replica = redis_nodes[1].client()
+    replica.replicaof("127.0.0.1", redis_nodes[2].direct_port)
+    try:
+        lock = redlock.lock("job", ttl=5.0)
+        assert not await lock.acquire(blocking=False)
+        errors = lock._errors
+        assert isinstance(errors[redlock.nodes[0]], NodeResponseError)
+        assert "OOM" in str(errors[redlock.nodes[0]])
+        assert isinstance(errors[redlock.nodes[1]], NodeResponseError)
+        assert "READONLY" in str(errors[redlock.nodes[1]])
+    finally:
+        oom.config_set("maxmemory", 0)
+        replica.replicaof("NO", "ONE")
+    await settle()
+    assert lock_keys(redis_nodes[:1]) == [[]]
+
+
+async def test_script_flush_falls_back_to_eval(
+    make_redlock: MakeRedlock, redis_nodes: RedisNodes
+) -> None:
+    redlock = make_redlock()
+    lock = redlock.lock("job", ttl=5.0, auto_extend=False)
+    assert await lock.acquire()
+    await lock.release()
+    for node in redis_nodes:
+        node.client().script_flush()
+    lock = redlock.lock("job", ttl=5.0, auto_extend=False)
+    assert await lock.acquire(blocking=False)
+    await lock.extend()
+    await lock.release()
+    assert lock_keys(redis_nodes) == [[], [], []]
+
+
+def test_script_hashes_match_the_server(redis_nodes: RedisNodes) -> None:
+    client = redis_nodes[0].client()
+    for script in ALL_SCRIPTS:
+        assert client.script_load(script.source).encode() == script.sha
+
+
+async def test_extend_renews_and_never_recreates(
+    redlock: Redlock, redis_nodes: RedisNodes
+) -> None:
+    lock = redlock.lock("job", ttl=1.0, auto_extend=False)
+    assert await lock.acquire()
+    await lock.extend(ttl=20.0)
+    assert lock.valid_for > 19.0
+    await settle(0.05)
+    assert all(node.client().pttl(KEY) > 19_000 for node in redis_nodes)
+    for node in redis_nodes:
+        node.client().delete(KEY)
+    with pytest.raises(LockLost):
+        await lock.extend()
+    assert lock.lost
+    assert not lock.held
+    await settle(0.05)
+    assert lock_keys(redis_nodes) == [[], [], []]
+
+
+async def test_extend_after_the_key_was_taken(redlock: Redlock, redis_nodes: RedisNodes) -> None:
+    lock = redlock.lock("job", ttl=0.2, auto_extend=False)
+    assert await lock.acquire()
+    await asyncio.sleep(0.3)
+    for node in redis_nodes:
+        node.client().set(KEY, b"new-holder", px=10_000)
+    with pytest.raises(LockLost):
+        await lock.extend()
+    assert [node.client().get(KEY) for node in redis_nodes] == [b"new-holder"] * 3
+
+
+async def test_password_protected_nodes(redis_nodes: RedisNodes) -> None:
+    for node in redis_nodes:
+        node.client().config_set("requirepass", "s3cret-pw")
+    good = Redlock([node.url.replace("redis://", "redis://:s3cret-pw@") for node in redis_nodes])
+    bad = Redlock([node.url.replace("redis://", "redis://:wrong-pw@") for node in redis_nodes])
+    try:
+        lock = good.lock("job", ttl=5.0, auto_extend=False)
+        assert await lock.acquire()
+        await lock.release()
+        lock = bad.lock("job", ttl=5.0)
+        assert not await lock.acquire(blocking=False)
+        text = repr(lock._errors) + repr(bad) + str(list(lock._errors.values()))
+        assert "s3cret" not in text
+        assert "wrong-pw" not in text
+    finally:
+        await good.aclose()
+        await bad.aclose()
+
+
+async def test_selected_database(redis_nodes: RedisNodes) -> None:
+    redlock = Redlock([node.url.rsplit("/", 1)[0] + "/3" for node in redis_nodes])
+    try:
+        lock = redlock.lock("job", ttl=5.0, auto_extend=False)
+        assert await lock.acquire()
+        await settle(0.05)
+        assert redis_nodes[0].client().keys("*") == []  # not in db 0
+        await lock.release()
+    finally:
+        await redlock.aclose()
+
+
+async def test_closed_redlock_refuses_new_locks(redis_nodes: RedisNodes) -> None:
+    redlock = Redlock(redis_nodes.urls)
+    lock = redlock.lock("job", ttl=5.0)
+    assert await lock.acquire()
+    await redlock.aclose()
+    with pytest.raises(Exception, match="closed"):
+        redlock.lock("job")
+    with pytest.raises(Exception, match="closed"):
+        await lock.acquire()

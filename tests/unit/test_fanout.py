@@ -1,0 +1,117 @@
+"""The fan-out's decisions, driven by in-memory stand-in nodes (no sockets).
+
+These nodes only record what was sent and answer when the test says so: they
+check the vote counting and ordering logic, never lock semantics (those are
+proven against real redis-server processes in tests/integration).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from redlock_async._core import Core
+from redlock_async._config import RedlockConfig
+from redlock_async._errors import NodeConnectionError, NodeTimeoutError
+from redlock_async._node import Arg, Callback
+from redlock_async._quorum import PENDING, fanout
+from redlock_async._scripts import ACQUIRE, RELEASE, Script
+
+
+class ScriptedNode:
+    def __init__(self, name: str, *, ordered: bool = True) -> None:
+        self.name = name
+        self.ordered = ordered
+        self.sent: list[tuple[str, tuple[Arg, ...]]] = []
+        self.callbacks: list[Callback] = []
+        self.stall_checks = 0
+
+    def run_script(
+        self, script: Script, keys: Sequence[bytes], args: Sequence[Arg], callback: Callback
+    ) -> None:
+        self.sent.append((script.name, tuple(args)))
+        self.callbacks.append(callback)
+
+    def answer(self, reply: int | NodeConnectionError) -> None:
+        self.callbacks.pop(0)(reply)
+
+    def check_stall(self) -> None:
+        self.stall_checks += 1
+
+    async def aclose(self) -> None:
+        return None
+
+
+def nodes(n: int, *, ordered: bool = True) -> list[ScriptedNode]:
+    return [ScriptedNode(f"n{i}", ordered=ordered) for i in range(n)]
+
+
+async def test_decides_at_quorum_without_waiting_for_the_rest() -> None:
+    group = nodes(5)
+    tally = fanout(group, ACQUIRE, [b"k"], [b"t", 100], node_timeout=10.0)
+    assert all(node.sent for node in group)  # sent to all at once
+    for node in group[:3]:
+        node.answer(1)
+    assert tally.decided.done()
+    assert tally.decided.result() is True
+    assert tally.replies[3] is PENDING
+    assert tally.errors() == {}  # a node that simply has not answered yet is no error
+
+
+async def test_decides_failure_once_quorum_is_out_of_reach() -> None:
+    group = nodes(5)
+    tally = fanout(group, ACQUIRE, [b"k"], [b"t", 100], node_timeout=10.0)
+    group[0].answer(0)
+    group[1].answer(NodeConnectionError("down"))
+    assert not tally.decided.done()
+    group[2].answer(0)
+    assert tally.decided.result() is False
+    assert set(tally.errors()) == {"n1"}
+
+
+async def test_silent_nodes_time_out_as_failed_votes() -> None:
+    group = nodes(3)
+    tally = fanout(group, ACQUIRE, [b"k"], [b"t", 100], node_timeout=0.01)
+    group[0].answer(1)
+    assert await tally.decided is False
+    errors = tally.errors()
+    assert set(errors) == {"n1", "n2"}
+    assert all(isinstance(e, NodeTimeoutError) for e in errors.values())
+    assert group[1].stall_checks == group[2].stall_checks == 1
+    group[1].answer(1)  # a late reply is still recorded
+    assert tally.replies[1] == 1
+
+
+async def test_cleanup_waits_for_the_in_flight_command_on_unordered_nodes() -> None:
+    group = nodes(3, ordered=False)
+    core = Core(group, RedlockConfig(node_timeout=10.0))
+    acquire = core.fanout(ACQUIRE, [b"k"], [b"tok", 100])
+    group[0].answer(1)
+    group[1].answer(0)
+    tally_abandoned = acquire
+    tally_abandoned.abandon()
+    core.undo(acquire, [b"k"], b"tok")
+    # Node 0 said yes: released now. Node 1 said no: left alone.
+    assert group[0].sent[-1] == ("release", (b"tok",))
+    assert [name for name, _ in group[1].sent] == ["acquire"]
+    # Node 2 has not answered: its release waits until the acquire settles.
+    assert [name for name, _ in group[2].sent] == ["acquire"]
+    group[2].answer(1)
+    assert group[2].sent[-1] == ("release", (b"tok",))
+
+
+async def test_ordered_nodes_get_cleanup_at_once() -> None:
+    group = nodes(3)
+    core = Core(group, RedlockConfig(node_timeout=10.0))
+    acquire = core.fanout(ACQUIRE, [b"k"], [b"tok", 100])
+    core.undo(acquire, [b"k"], b"tok")
+    assert all(node.sent[-1][0] == RELEASE.name for node in group)
+
+
+async def test_fanout_outcomes_never_raise() -> None:
+    group = nodes(3)
+    tally = fanout(group, ACQUIRE, [b"k"], [b"t", 100], node_timeout=10.0)
+    for node in group:
+        node.answer(NodeConnectionError("refused"))
+    assert await asyncio.wait_for(tally.decided, 1) is False
+    assert len(tally.errors()) == 3
