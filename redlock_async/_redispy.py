@@ -23,11 +23,27 @@ __all__ = ["RedisPyNode", "translate"]
 _log = logging.getLogger("redlock_async")
 
 
+# redis-py strips the error code from replies it maps to its own classes; put
+# it back, so messages read the same whichever driver served the node.
+_ERROR_CODES: tuple[tuple[type[Exception], str], ...] = (
+    (redis.exceptions.OutOfMemoryError, "OOM"),
+    (redis.exceptions.ReadOnlyError, "READONLY"),
+    (redis.exceptions.BusyLoadingError, "LOADING"),
+    (redis.exceptions.NoPermissionError, "NOPERM"),
+    (redis.exceptions.TryAgainError, "TRYAGAIN"),
+    (redis.exceptions.ClusterDownError, "CLUSTERDOWN"),
+    (redis.exceptions.MasterDownError, "MASTERDOWN"),
+)
+
+
 def translate(exc: BaseException, name: str) -> NodeError:
     """Map a driver exception onto the library's tree (the one translation point)."""
     if isinstance(exc, NodeError):
         return exc
     text = str(exc) or type(exc).__name__
+    for cls, code in _ERROR_CODES:
+        if isinstance(exc, cls):
+            return NodeResponseError(f"{code} {text}")
     if isinstance(exc, redis.exceptions.TimeoutError | TimeoutError):
         return NodeTimeoutError(f"{name}: {text}")
     if isinstance(exc, redis.exceptions.ConnectionError | OSError):

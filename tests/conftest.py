@@ -57,9 +57,28 @@ async def redlock(make_redlock: MakeRedlock) -> Redlock:
 
 def lock_keys(nodes: Sequence[RedisNode], pattern: str = "redlock:*") -> list[list[bytes]]:
     """Every node's keys matching ``pattern`` (read straight from the server)."""
-    return [sorted(node.client().keys(pattern)) for node in nodes]
+    return [sorted(_as_bytes(key) for key in node.client().keys(pattern)) for node in nodes]
+
+
+def _as_bytes(value: bytes | str) -> bytes:
+    return value.encode() if isinstance(value, str) else value
 
 
 async def settle(seconds: float = 0.3) -> None:
     """Let in-flight commands (late replies, cleanup) land before inspecting nodes."""
     await asyncio.sleep(seconds)
+
+
+async def no_keys_left(nodes: Sequence[RedisNode], within: float = 5.0) -> bool:
+    """True once no node holds a ``redlock:*`` key (in-flight cleanup may still land).
+
+    Polls up to ``within`` seconds: a liveness bound, not a speed requirement.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        if all(not keys for keys in lock_keys(nodes)):
+            return True
+        if loop.time() > deadline:
+            return False
+        await asyncio.sleep(0.05)

@@ -16,7 +16,7 @@ from redlock_async import (
 from redlock_async._scripts import ALL_SCRIPTS
 from redlock_async.testing import RedisNodes
 
-from ..conftest import MakeRedlock, lock_keys, settle
+from ..conftest import MakeRedlock, lock_keys, no_keys_left, settle
 
 KEY = b"redlock:{job}"
 
@@ -45,8 +45,7 @@ async def test_blackholed_node_does_not_stall(
     lock = redlock.lock("job", ttl=5.0, auto_extend=False)
     assert await lock.acquire(timeout=10.0)
     await lock.release()
-    await settle(0.5)
-    assert lock_keys(redis_nodes[1:]) == [[], []]
+    assert await no_keys_left(redis_nodes[1:])
 
 
 async def test_blackhole_does_not_pile_up_commands(redis_nodes: RedisNodes) -> None:
@@ -96,7 +95,9 @@ async def test_connection_reset_costs_one_attempt(
     await lock.release()
 
 
-async def test_foreign_key_of_another_type(make_redlock: MakeRedlock, redis_nodes: RedisNodes) -> None:
+async def test_foreign_key_of_another_type(
+    make_redlock: MakeRedlock, redis_nodes: RedisNodes
+) -> None:
     redlock = make_redlock()
     redis_nodes[0].client().rpush(KEY, b"not a lock")
     lock = redlock.lock("job", ttl=5.0, auto_extend=False)
@@ -128,8 +129,7 @@ async def test_error_replies_are_reported_per_node(
     finally:
         oom.config_set("maxmemory", 0)
         replica.replicaof("NO", "ONE")
-    await settle()
-    assert lock_keys(redis_nodes[:1]) == [[]]
+    assert await no_keys_left(redis_nodes[:1])
 
 
 async def test_script_flush_falls_back_to_eval(
@@ -154,9 +154,7 @@ def test_script_hashes_match_the_server(redis_nodes: RedisNodes) -> None:
         assert client.script_load(script.source).encode() == script.sha
 
 
-async def test_extend_renews_and_never_recreates(
-    redlock: Redlock, redis_nodes: RedisNodes
-) -> None:
+async def test_extend_renews_and_never_recreates(redlock: Redlock, redis_nodes: RedisNodes) -> None:
     lock = redlock.lock("job", ttl=1.0, auto_extend=False)
     assert await lock.acquire()
     await lock.extend(ttl=20.0)
@@ -169,8 +167,7 @@ async def test_extend_renews_and_never_recreates(
         await lock.extend()
     assert lock.lost
     assert not lock.held
-    await settle(0.05)
-    assert lock_keys(redis_nodes) == [[], [], []]
+    assert await no_keys_left(redis_nodes)
 
 
 async def test_extend_after_the_key_was_taken(redlock: Redlock, redis_nodes: RedisNodes) -> None:

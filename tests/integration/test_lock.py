@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Sequence
 
 import pytest
 
@@ -16,14 +17,14 @@ from redlock_async import (
 )
 from redlock_async._lock import Lock
 from redlock_async._quorum import PENDING
-from redlock_async.testing import RedisNodes
+from redlock_async.testing import RedisNode, RedisNodes
 
-from ..conftest import MakeRedlock, lock_keys, settle
+from ..conftest import MakeRedlock, no_keys_left, settle
 
 KEY = b"redlock:{job}"
 
 
-def stored(nodes: RedisNodes, key: bytes = KEY) -> list[bytes | None]:
+def stored(nodes: Sequence[RedisNode], key: bytes = KEY) -> list[object]:
     return [node.client().get(key) for node in nodes]
 
 
@@ -145,8 +146,7 @@ async def test_majority_down_raises_with_per_node_errors(
     errors = info.value.errors
     assert set(errors) == set(redlock.nodes[:2])
     assert all(isinstance(e, NodeConnectionError) for e in errors.values())
-    await settle()
-    assert lock_keys(redis_nodes[2:]) == [[]]  # the partial grant was rolled back
+    assert await no_keys_left(redis_nodes[2:])  # the partial grant was rolled back
 
 
 async def test_one_slow_node_neither_delays_nor_leaks(
@@ -162,8 +162,7 @@ async def test_one_slow_node_neither_delays_nor_leaks(
         assert lock._grant.acquired.replies[0] is PENDING
         assert lock._grant.acquired.yes == 2
         await lock.release()
-    await settle(0.6)
-    assert lock_keys(redis_nodes) == [[], [], []]
+    assert await no_keys_left(redis_nodes)
 
 
 async def test_cancelled_acquire_leaves_no_key(
@@ -178,8 +177,7 @@ async def test_cancelled_acquire_leaves_no_key(
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-    await settle(0.5)
-    assert lock_keys(redis_nodes) == [[], [], []]
+    assert await no_keys_left(redis_nodes)
 
 
 async def test_cancelled_by_asyncio_timeout_leaves_no_key(
@@ -191,8 +189,7 @@ async def test_cancelled_by_asyncio_timeout_leaves_no_key(
     with pytest.raises(TimeoutError):
         async with asyncio.timeout(0.05):
             await redlock.lock("job", ttl=5.0).acquire()
-    await settle(0.5)
-    assert lock_keys(redis_nodes) == [[], [], []]
+    assert await no_keys_left(redis_nodes)
 
 
 async def test_release_of_expired_grant_spares_the_new_holder(

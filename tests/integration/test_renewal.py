@@ -11,7 +11,7 @@ import pytest
 from redlock_async import Lock, LockLost, Redlock
 from redlock_async.testing import RedisNodes
 
-from ..conftest import MakeRedlock, lock_keys, settle
+from ..conftest import MakeRedlock, no_keys_left, settle
 
 KEY = b"redlock:{job}"
 
@@ -132,8 +132,7 @@ async def test_outside_cancellation_stays_a_cancellation_and_releases(
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    await settle(0.1)
-    assert lock_keys(redis_nodes) == [[], [], []]
+    assert await no_keys_left(redis_nodes)
 
 
 async def test_no_renewal_after_release(redlock: Redlock, redis_nodes: RedisNodes) -> None:
@@ -185,7 +184,7 @@ async def test_blocked_event_loop_reports_the_loss(redlock: Redlock) -> None:
     lock = redlock.lock("job", ttl=0.3)
     with pytest.raises(LockLost, match="event loop"):
         async with lock:
-            time.sleep(0.5)  # the loop cannot renew while blocked
+            time.sleep(0.5)  # noqa: ASYNC251 - the point: the loop cannot renew while blocked
             await asyncio.sleep(0)  # the first chance to notice
             await asyncio.sleep(1)
             pytest.fail("the body should have been cancelled")
@@ -202,5 +201,4 @@ async def test_release_waits_for_a_renewal_in_flight(
         if lock._renewing is not None:
             break
     await lock.release()
-    await settle(0.1)
-    assert lock_keys(redis_nodes) == [[], [], []]
+    assert await no_keys_left(redis_nodes)

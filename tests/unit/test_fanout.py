@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from redlock_async._core import Core
 from redlock_async._config import RedlockConfig
+from redlock_async._core import Core
 from redlock_async._errors import NodeConnectionError, NodeTimeoutError
 from redlock_async._node import Arg, Callback
 from redlock_async._quorum import PENDING, fanout

@@ -1,0 +1,139 @@
+"""Groups of throwaway nodes, each behind its own port of a fault-injecting proxy."""
+
+from __future__ import annotations
+
+import redis
+
+from ._docker import DockerRedisServer, docker_available
+from ._proxy import Proxy, ProxyListener
+from ._server import INSTALL_HINT, RedisServer, find_redis_server
+
+__all__ = ["RedisNode", "RedisNodes"]
+
+Server = RedisServer | DockerRedisServer
+
+
+class RedisNode:
+    """A Redis server and the proxy port in front of it.
+
+    Use ``url`` (through the proxy) in code under test, so network faults
+    apply to it; ``client()`` talks to the server directly, for inspection.
+    """
+
+    def __init__(self, server: Server, listener: ProxyListener) -> None:
+        self.server = server
+        self.proxy = listener
+        self._clients: list[redis.Redis] = []
+
+    def __repr__(self) -> str:
+        return f"RedisNode(url={self.url!r}, direct={self.direct_url!r})"
+
+    @property
+    def port(self) -> int:
+        return self.proxy.port
+
+    @property
+    def direct_port(self) -> int:
+        return self.server.port
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.proxy.port}/0"
+
+    @property
+    def direct_url(self) -> str:
+        return self.server.url
+
+    # process faults
+    def kill(self) -> None:
+        self.server.kill()
+
+    def pause(self) -> None:
+        self.server.pause()
+
+    def resume(self) -> None:
+        self.server.resume()
+
+    def restart(self) -> None:
+        self.server.restart()
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    # network faults
+    def delay(self, seconds: float, jitter: float = 0.0) -> None:
+        self.proxy.delay(seconds, jitter)
+
+    def blackhole(self) -> None:
+        self.proxy.blackhole()
+
+    def drop_replies(self) -> None:
+        self.proxy.drop_replies()
+
+    def reset_connections(self) -> None:
+        self.proxy.reset()
+
+    def refuse(self) -> None:
+        self.proxy.refuse()
+
+    def heal(self) -> None:
+        self.proxy.heal()
+
+    def client(self) -> redis.Redis:
+        """A sync client straight to the server (not through the proxy)."""
+        client = redis.Redis(port=self.direct_port, socket_timeout=5.0)
+        self._clients.append(client)
+        return client
+
+    def close_clients(self) -> None:
+        for client in self._clients:
+            client.close()
+        self._clients.clear()
+
+
+class RedisNodes(list[RedisNode]):
+    """A group of nodes sharing one proxy process."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._proxy: Proxy | None = None
+
+    @property
+    def urls(self) -> list[str]:
+        return [node.url for node in self]
+
+    @property
+    def direct_urls(self) -> list[str]:
+        return [node.direct_url for node in self]
+
+    def start(self, n: int) -> RedisNodes:
+        servers: list[Server]
+        if find_redis_server() is not None:
+            local = [RedisServer() for _ in range(n)]
+            for one in local:
+                one.launch()  # all at once: startup costs one wait, not n
+            servers = list(local)
+        elif docker_available():
+            servers = [DockerRedisServer() for _ in range(n)]
+        else:
+            raise RuntimeError(INSTALL_HINT)
+        proxy = self._proxy = Proxy()
+        try:
+            proxy.start()
+            for server in servers:
+                server.wait_ready()
+                self.append(RedisNode(server, proxy.add(server.port)))
+        except BaseException:
+            for server in servers:
+                server.stop()
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        for node in self:
+            node.close_clients()
+            node.stop()
+        if self._proxy is not None:
+            self._proxy.close()
+            self._proxy = None

@@ -1,0 +1,187 @@
+"""The proxy process behind :class:`redlock_async.testing.Proxy` (see ``_proxy.py``).
+
+Run as ``python -m redlock_async.testing._proxyd``; never imported by the
+package, so running it as a module does not import it twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import signal
+import socket
+import struct
+import sys
+from collections import deque
+from typing import Any
+
+
+class _Pipe:
+    """One client connection and its upstream connection."""
+
+    def __init__(self, listener: _Listener) -> None:
+        self.listener = listener
+        self.writers: list[asyncio.StreamWriter] = []
+        self.tasks: list[asyncio.Task[None]] = []
+
+    def abort(self) -> None:
+        for writer in self.writers:
+            sock = writer.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    # Linger 0: close sends an RST, as a crashed peer or middlebox would.
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.transport.abort()
+        for task in self.tasks:
+            task.cancel()
+
+
+class _Listener:
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.port = 0
+        self.server: asyncio.Server | None = None
+        self.pipes: set[_Pipe] = set()
+        self.delay = 0.0
+        self.jitter = 0.0
+        self.flowing = asyncio.Event()
+        self.flowing.set()
+        self.drop_replies = False
+
+    async def listen(self) -> None:
+        self.server = await asyncio.start_server(self._accept, "127.0.0.1", self.port)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        pipe = _Pipe(self)
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        except OSError:
+            pipe.writers.append(writer)
+            pipe.abort()
+            return
+        pipe.writers = [writer, up_writer]
+        self.pipes.add(pipe)
+        pipe.tasks = [
+            asyncio.ensure_future(self._pump(reader, up_writer, pipe, to_server=True)),
+            asyncio.ensure_future(self._pump(up_reader, writer, pipe, to_server=False)),
+        ]
+        await asyncio.gather(*pipe.tasks, return_exceptions=True)
+        self.pipes.discard(pipe)
+        for w in pipe.writers:
+            w.close()
+
+    async def _pump(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        pipe: _Pipe,
+        *,
+        to_server: bool,
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        queue: deque[tuple[float, bytes]] = deque()
+        ready = asyncio.Event()
+        done = False
+
+        async def deliver() -> None:
+            while True:
+                while not queue:
+                    if done:
+                        return
+                    ready.clear()
+                    await ready.wait()
+                due, data = queue[0]
+                wait = due - loop.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                await self.flowing.wait()
+                queue.popleft()
+                if to_server or not self.drop_replies:
+                    writer.write(data)
+                    await writer.drain()
+
+        sender = asyncio.ensure_future(deliver())
+        pipe.tasks.append(sender)
+        last = 0.0
+        try:
+            while data := await reader.read(65536):
+                lag = self.delay + (random.uniform(0, self.jitter) if self.jitter else 0.0)
+                # Never earlier than the chunk before: a stream keeps its order.
+                last = max(loop.time() + lag, last)
+                queue.append((last, data))
+                ready.set()
+        finally:
+            done = True
+            ready.set()
+        if self.flowing.is_set():
+            with contextlib.suppress(Exception):
+                await sender
+        else:
+            sender.cancel()  # closed while blackholed: held data is lost, as on a dead link
+        pipe.abort()
+
+    def cut(self) -> None:
+        for pipe in list(self.pipes):
+            pipe.abort()
+        self.pipes.clear()
+
+
+async def _serve() -> None:
+    loop = asyncio.get_running_loop()
+    stdin = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stdin), sys.stdin)
+    listeners: list[_Listener] = []
+    while line := await stdin.readline():
+        try:
+            answer = await _command(json.loads(line), listeners)
+        except Exception as exc:  # report, keep serving
+            answer = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+    for listener in listeners:
+        listener.cut()
+
+
+async def _command(msg: dict[str, Any], listeners: list[_Listener]) -> dict[str, Any]:
+    cmd = msg["cmd"]
+    if cmd == "add":
+        listener = _Listener(int(msg["target"]))
+        await listener.listen()
+        listeners.append(listener)
+        return {"ok": True, "id": len(listeners) - 1, "port": listener.port}
+    listener = listeners[int(msg["id"])]
+    if cmd == "delay":
+        listener.delay = float(msg["seconds"])
+        listener.jitter = float(msg.get("jitter", 0.0))
+    elif cmd == "blackhole":
+        listener.flowing.clear()
+    elif cmd == "drop_replies":
+        listener.drop_replies = True
+    elif cmd == "reset":
+        listener.cut()
+    elif cmd == "refuse":
+        if listener.server is not None:
+            listener.server.close()
+            listener.server = None
+        listener.cut()
+    elif cmd == "heal":
+        listener.delay = listener.jitter = 0.0
+        listener.drop_replies = False
+        listener.flowing.set()
+        if listener.server is None:
+            await listener.listen()
+    else:
+        return {"ok": False, "error": f"unknown command {cmd!r}"}
+    return {"ok": True}
+
+
+def _main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the test process; it closes us
+    asyncio.run(_serve())
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,87 @@
+"""pytest plugin: throwaway Redis nodes with fault injection.
+
+Registered through the ``pytest11`` entry point, so installing redlock_async
+makes these fixtures available to any test suite:
+
+- ``redis_nodes``: N nodes (``@pytest.mark.redis_nodes(N)``, default 3), each
+  a real ``redis-server`` behind its own port of a fault-injecting proxy;
+- ``redis_nodes_factory``: ``make(n)`` for tests that need several groups;
+- ``redis_cluster``: a 3-master Redis Cluster of local processes.
+
+Everything is stopped at teardown, by pid, whatever the test's outcome.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from ._cluster import RedisClusterNodes
+from ._nodes import RedisNodes
+from ._server import INSTALL_HINT, find_redis_server
+
+__all__ = ["redis_cluster", "redis_nodes", "redis_nodes_factory"]
+
+
+def _start(n: int) -> RedisNodes:
+    try:
+        return RedisNodes().start(n)
+    except RuntimeError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture
+def redis_nodes(request: pytest.FixtureRequest) -> Iterator[RedisNodes]:
+    """N throwaway nodes (``@pytest.mark.redis_nodes(N)``, default 3)."""
+    marker = request.node.get_closest_marker("redis_nodes")
+    n = int(marker.args[0]) if marker is not None and marker.args else 3
+    nodes = _start(n)
+    try:
+        yield nodes
+    finally:
+        nodes.close()
+
+
+@pytest.fixture
+def redis_nodes_factory() -> Iterator[Callable[[int], RedisNodes]]:
+    """``make(n)``: more groups of throwaway nodes, all stopped at teardown."""
+    made: list[RedisNodes] = []
+
+    def make(n: int) -> RedisNodes:
+        nodes = _start(n)
+        made.append(nodes)
+        return nodes
+
+    try:
+        yield make
+    finally:
+        for nodes in made:
+            nodes.close()
+
+
+@pytest.fixture
+def redis_cluster() -> Iterator[RedisClusterNodes]:
+    """A 3-master Redis Cluster formed from local redis-server processes."""
+    if find_redis_server() is None or shutil.which("redis-cli") is None:
+        pytest.fail(INSTALL_HINT + " (a cluster also needs redis-cli)", pytrace=False)
+    cluster = RedisClusterNodes(3)
+    try:
+        cluster.start()
+    except (RuntimeError, subprocess.SubprocessError) as exc:
+        cluster.close()
+        pytest.fail(f"could not form a Redis Cluster: {exc}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        with contextlib.suppress(Exception):
+            cluster.close()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "redis_nodes(n): how many nodes the redis_nodes fixture starts (default 3)"
+    )
