@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 from ._config import RedlockConfig
 from ._errors import RedlockError
-from ._node import Arg, Node
-from ._quorum import Tally, fanout, quorum_of
-from ._scripts import RELEASE, Script
+from ._node import Command, Node
+from ._quorum import Quorum, Tally, quorum_of
+from ._scripts import RELEASE
 
 if TYPE_CHECKING:
     from ._lock import Lock
@@ -45,6 +45,7 @@ class Core:
     ) -> None:
         self.nodes = tuple(nodes)
         self.quorum = quorum_of(len(self.nodes))
+        self._fanout = Quorum(self.nodes, config.node_timeout)
         self.config = config
         self.clock = clock
         self.new_token = token_factory
@@ -66,24 +67,18 @@ class Core:
 
     def fanout(
         self,
-        script: Script,
-        keys: Sequence[bytes],
-        args: Sequence[Arg],
+        command: Command,
         *,
         after: Tally | None = None,
         only: Sequence[int] | None = None,
     ) -> Tally:
-        return fanout(
-            self.nodes,
-            script,
-            keys,
-            args,
-            node_timeout=self.config.node_timeout,
-            after=after,
-            only=only,
-        )
+        return self._fanout.fanout(command, after=after, only=only)
 
-    def undo(self, tally: Tally, keys: Sequence[bytes], token: bytes) -> None:
+    def close(self) -> None:
+        self.closed = True
+        self._fanout.close()
+
+    def undo(self, tally: Tally, key: bytes, token: bytes) -> None:
         """Release ``token`` wherever ``tally``'s command may have taken effect.
 
         That is every node that said yes, failed (a broken connection may still
@@ -97,7 +92,7 @@ class Core:
             if not (type(reply) is int and reply == 0)  # a plain "no" wrote nothing
         ]
         if targets and not self.closed:
-            self.fanout(RELEASE, keys, (token,), after=tally, only=targets)
+            self.fanout(Command(RELEASE, (key,), (token,)), after=tally, only=targets)
 
 
 def _no_renewal(lock: Lock) -> None:

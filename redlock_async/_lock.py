@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Final, Literal, Self
@@ -13,8 +13,9 @@ from ._config import LockOptions, check_seconds
 from ._core import Core
 from ._errors import LockLost, LockNotAcquired, LockNotOwned, NodeError, RedlockError
 from ._keys import check_name, lock_key
+from ._node import Command
 from ._quorum import Tally
-from ._scripts import ACQUIRE, EXTEND, RELEASE, Script
+from ._scripts import ACQUIRE, EXTEND, RELEASE
 from ._timing import validity
 
 __all__ = ["Grant", "Lock"]
@@ -81,7 +82,7 @@ class Lock:
         self._acquiring = False
         self._lost = False
         self._lost_error: LockLost | None = None
-        self._lost_event = asyncio.Event()
+        self._lost_event: asyncio.Event | None = None  # made on first use: most locks never need it
         self._errors: Mapping[str, NodeError] = {}
         self._body_task: asyncio.Task[object] | None = None
         self._cancel_requested = False
@@ -117,6 +118,10 @@ class Lock:
     @property
     def lost_event(self) -> asyncio.Event:
         """Set when a held grant is lost: ``await lock.lost_event.wait()``."""
+        if self._lost_event is None:
+            self._lost_event = asyncio.Event()
+            if self._lost:
+                self._lost_event.set()
         return self._lost_event
 
     @property
@@ -176,23 +181,21 @@ class Lock:
         finally:
             self._acquiring = False
 
-    def _acquire_args(
-        self, token: bytes, ttl: float
-    ) -> tuple[Script, Sequence[bytes], tuple[bytes | int, ...]]:
-        return ACQUIRE, (self._key,), (token, ttl_ms(ttl))
+    def _acquire_command(self, token: bytes, ttl: float) -> Command:
+        return Command(ACQUIRE, (self._key,), (token, ttl_ms(ttl)))
 
     async def _attempt(self) -> bool:
         core = self._core
         ttl = self._options.ttl
         token = core.new_token()
-        script, keys, args = self._acquire_args(token, ttl)
+        command = self._acquire_command(token, ttl)
         started = core.clock()
-        tally = core.fanout(script, keys, args)
+        tally = core.fanout(command)
         try:
             granted = await tally.decided
         except asyncio.CancelledError:
             tally.abandon()
-            core.undo(tally, keys, token)
+            core.undo(tally, self._key, token)
             raise
         if granted:
             now = core.clock()
@@ -201,19 +204,20 @@ class Lock:
                 self._grant = Grant(token, ttl, now + left, tally)
                 self._lost = False
                 self._lost_error = None
-                self._lost_event.clear()
+                if self._lost_event is not None:
+                    self._lost_event.clear()
                 self._errors = {}
                 if self._options.auto_extend:
                     core.start_renewal(self)
                 return True
         self._errors = tally.errors()
-        core.undo(tally, keys, token)
+        core.undo(tally, self._key, token)
         return False
 
     # -- extend ------------------------------------------------------------
 
     def _send_extend(self, grant: Grant, ttl: float) -> Tally:
-        return self._core.fanout(EXTEND, (self._key,), (grant.token, ttl_ms(ttl)))
+        return self._core.fanout(Command(EXTEND, (self._key,), (grant.token, ttl_ms(ttl))))
 
     def _judge_extend(self, grant: Grant, tally: Tally, started: float, ttl: float) -> Verdict:
         """Apply one extend fan-out's outcome to ``grant``."""
@@ -288,7 +292,7 @@ class Lock:
         self._drop(grant)
         core = self._core
         expired = core.clock() >= grant.validity_end
-        tally = core.fanout(RELEASE, (self._key,), (grant.token,), after=grant.acquired)
+        tally = core.fanout(Command(RELEASE, (self._key,), (grant.token,)), after=grant.acquired)
         released = await tally.decided
         if expired:
             raise LockNotOwned(
@@ -331,8 +335,9 @@ class Lock:
         self._lost_error = error
         _log.warning("redlock_async: %s", error)
         # Remnants on a minority would only block the next holder until expiry.
-        self._core.undo(grant.acquired, (self._key,), grant.token)
-        self._lost_event.set()
+        self._core.undo(grant.acquired, self._key, grant.token)
+        if self._lost_event is not None:
+            self._lost_event.set()
         on_lost = self._options.on_lost
         if on_lost is not None:
             try:

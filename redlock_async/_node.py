@@ -1,8 +1,9 @@
 """The node boundary: the only interface the quorum layer talks to.
 
-A node runs one script with keys and arguments and reports the outcome by
-calling back exactly once, later, on the event loop: with the reply (an int,
-bytes, a list or None) or with a :class:`NodeError` *instance* (never raised).
+A node runs one script with keys and arguments and reports the outcome
+exactly once, later, on the event loop, to a sink (the fan-out's tally):
+the reply (an int, bytes, a list or None) or a :class:`NodeError` *instance*
+(never raised).
 Passing outcomes as values is what lets the fan-out never raise mid-flight.
 
 Two drivers implement it:
@@ -18,17 +19,41 @@ Two drivers implement it:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 from ._errors import NodeError
 from ._scripts import Script
 
-__all__ = ["Arg", "Callback", "Node", "Reply", "stall_limit"]
+__all__ = ["Arg", "Command", "Node", "Reply", "Sink", "stall_limit"]
 
 Reply = int | bytes | list[object] | None | NodeError
-Callback = Callable[[Reply], None]
 Arg = bytes | str | int
+
+
+class Command:
+    """One script call, shared by every node of a fan-out.
+
+    ``packed`` caches the wire encoding, so a driver that speaks RESP itself
+    encodes the command once per fan-out rather than once per node.
+    """
+
+    __slots__ = ("args", "keys", "packed", "script")
+
+    def __init__(self, script: Script, keys: Sequence[bytes], args: Sequence[Arg]) -> None:
+        self.script = script
+        self.keys = keys
+        self.args = args
+        self.packed: bytes | None = None
+
+    def __repr__(self) -> str:
+        return f"Command({self.script.name}, keys={list(self.keys)!r})"
+
+
+class Sink(Protocol):
+    """Where a node reports outcomes: the fan-out's tally."""
+
+    def settle(self, index: int, reply: Reply) -> None: ...
 
 
 def stall_limit(node_timeout: float) -> float:
@@ -54,10 +79,8 @@ class Node(Protocol):
         """True when commands run on the server in the order they were sent."""
         ...
 
-    def run_script(
-        self, script: Script, keys: Sequence[bytes], args: Sequence[Arg], callback: Callback
-    ) -> None:
-        """Send ``script``; call ``callback`` once with its reply or a NodeError."""
+    def run(self, command: Command, sink: Sink, index: int) -> None:
+        """Send ``command``; later call ``sink.settle(index, reply-or-NodeError)`` once."""
         ...
 
     def check_stall(self) -> None:

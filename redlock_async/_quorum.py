@@ -1,26 +1,26 @@
 """Fan-out: one script to every node at once, and the vote count that decides.
 
-:func:`fanout` sends a script to all nodes and returns a :class:`Tally` at
-once. Every node's outcome - reply, error reply, broken connection, timeout -
-becomes a per-node value; nothing raises mid-flight, and one slow node cannot
-cancel or delay the others' votes. ``tally.decided`` completes as soon as the
-outcome is known: a quorum of yes votes, or so many no votes and failures
-that a quorum is out of reach, or ``node_timeout`` has passed. Late replies
-are still recorded, and callers may chain work after them
-(:meth:`Tally.when_settled`): that is how cleanup reaches nodes whose reply
-has not arrived yet.
+:meth:`Quorum.fanout` sends a command to all nodes and returns a
+:class:`Tally` at once. Every node's outcome - reply, error reply, broken
+connection, timeout - becomes a per-node value; nothing raises mid-flight,
+and one slow node cannot cancel or delay the others' votes.
+``tally.decided`` completes as soon as the outcome is known: a quorum of yes
+votes, or so many no votes and failures that a quorum is out of reach, or
+``node_timeout`` has passed. Late replies are still recorded, and callers may
+chain work after them (:meth:`Tally.when_settled`): that is how cleanup
+reaches nodes whose reply has not arrived yet.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 
 from ._errors import NodeError, NodeTimeoutError
-from ._node import Arg, Node, Reply
-from ._scripts import Script
+from ._node import Command, Node, Reply
 
-__all__ = ["PENDING", "Tally", "fanout", "is_yes", "outcome", "quorum_of"]
+__all__ = ["PENDING", "Quorum", "Tally", "is_yes", "outcome", "quorum_of"]
 
 
 class _Pending:
@@ -63,8 +63,8 @@ class Tally:
     """Per-node outcomes of one fan-out, and the decision drawn from them."""
 
     __slots__ = (
-        "_timer",
         "_waiters",
+        "deadline",
         "decided",
         "expired",
         "failed",
@@ -72,31 +72,36 @@ class Tally:
         "no",
         "node_timeout",
         "nodes",
+        "quorum",
         "replies",
         "settled",
         "yes",
     )
 
     def __init__(
-        self, nodes: Sequence[Node], node_timeout: float, loop: asyncio.AbstractEventLoop
+        self,
+        nodes: Sequence[Node],
+        decided: asyncio.Future[bool],
+        node_timeout: float,
+        deadline: float,
     ) -> None:
         self.nodes = nodes
-        self.n = len(nodes)
+        self.n = n = len(nodes)
+        self.quorum = n // 2 + 1
         self.node_timeout = node_timeout
-        self.replies: list[Reply | _Pending] = [PENDING] * self.n
+        self.deadline = deadline
+        self.replies: list[Reply | _Pending] = [PENDING] * n
         self.yes = self.no = self.failed = self.settled = 0
         self.expired = False  # node_timeout passed with replies missing
-        self.decided: asyncio.Future[bool] = loop.create_future()
+        self.decided = decided
         self._waiters: dict[int, list[Callable[[Reply], None]]] | None = None
-        # One timer per fan-out, not per node: every command left at the same
-        # moment, so a shared deadline is each node's own timeout.
-        self._timer: asyncio.TimerHandle | None = loop.call_later(node_timeout, self._expire)
 
     def settle(self, index: int, reply: Reply) -> None:
-        """Record node ``index``'s outcome (the callback every node driver calls)."""
-        if self.replies[index] is not PENDING:
+        """Record node ``index``'s outcome (what every node driver calls)."""
+        replies = self.replies
+        if replies[index] is not PENDING:
             return
-        self.replies[index] = reply
+        replies[index] = reply
         self.settled += 1
         if type(reply) is int and reply > 0:
             self.yes += 1
@@ -104,25 +109,26 @@ class Tally:
             self.failed += 1
         else:
             self.no += 1
-        if self.settled == self.n and self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if not self.decided.done():
-            verdict = outcome(self.yes, self.no, self.failed, self.n)
-            if verdict is not None:
-                self.decided.set_result(verdict)
+        decided = self.decided
+        if not decided.done():
+            if self.yes >= self.quorum:
+                decided.set_result(True)
+            elif self.no + self.failed > self.n - self.quorum:
+                decided.set_result(False)
         if self._waiters is not None:
             for then in self._waiters.pop(index, ()):
                 then(reply)
 
-    def _expire(self) -> None:
-        self._timer = None
+    def expire(self) -> None:
+        """node_timeout has passed: silent nodes are failed votes from now on."""
+        if self.settled == self.n:
+            return
         self.expired = True
         for node, reply in zip(self.nodes, self.replies, strict=True):
             if reply is PENDING:
                 node.check_stall()
         if not self.decided.done():
-            self.decided.set_result(self.yes >= self.n // 2 + 1)
+            self.decided.set_result(self.yes >= self.quorum)
 
     def when_settled(self, index: int, then: Callable[[Reply], None]) -> None:
         """Run ``then(reply)`` once node ``index`` has answered (now if it has)."""
@@ -152,53 +158,79 @@ class Tally:
         return result
 
 
-def fanout(
-    nodes: Sequence[Node],
-    script: Script,
-    keys: Sequence[bytes],
-    args: Sequence[Arg],
-    *,
-    node_timeout: float,
-    after: Tally | None = None,
-    only: Iterable[int] | None = None,
-) -> Tally:
-    """Send ``script`` to every node (or those in ``only``) at once.
+class Quorum:
+    """The nodes of one Redlock, and the deadlines of their fan-outs.
 
-    With ``after``, a node whose reply to that earlier fan-out is still
-    pending gets this command only once it has answered - unless the node
-    runs commands in order anyway. That keeps a release from overtaking the
-    acquire it undoes.
+    Every fan-out gets the same ``node_timeout``, so deadlines come due in the
+    order fan-outs started: one FIFO and one timer serve them all, instead of
+    a timer per fan-out (which costs heap work on the hot path).
     """
-    loop = asyncio.get_running_loop()
-    tally = Tally(nodes, node_timeout, loop)
-    targets = range(len(nodes)) if only is None else set(only)
-    for index, node in enumerate(nodes):
-        if index not in targets:
-            tally.settle(index, _SKIPPED)
-            continue
-        callback = _bind(tally, index)
-        if after is not None and not node.ordered and after.replies[index] is PENDING:
-            after.when_settled(index, _deferred(node, script, keys, args, callback))
-        else:
-            node.run_script(script, keys, args, callback)
-    return tally
+
+    def __init__(self, nodes: Sequence[Node], node_timeout: float) -> None:
+        self.nodes = tuple(nodes)
+        self.node_timeout = node_timeout
+        self._due: deque[Tally] = deque()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def fanout(
+        self,
+        command: Command,
+        *,
+        after: Tally | None = None,
+        only: Iterable[int] | None = None,
+    ) -> Tally:
+        """Send ``command`` to every node (or those in ``only``) at once.
+
+        With ``after``, a node whose reply to that earlier fan-out is still
+        pending gets this command only once it has answered - unless the node
+        runs commands in order anyway. That keeps a release from overtaking
+        the acquire it undoes.
+        """
+        loop = asyncio.get_running_loop()
+        nodes = self.nodes
+        tally = Tally(
+            nodes, loop.create_future(), self.node_timeout, loop.time() + self.node_timeout
+        )
+        targets = None if only is None else set(only)
+        for index, node in enumerate(nodes):
+            if targets is not None and index not in targets:
+                tally.settle(index, _SKIPPED)
+            elif after is not None and not node.ordered and after.replies[index] is PENDING:
+                after.when_settled(index, _deferred(node, command, tally, index))
+            else:
+                node.run(command, tally, index)
+        self._due.append(tally)
+        if self._timer is None:
+            self._timer = loop.call_at(tally.deadline, self._sweep)
+        return tally
+
+    def _sweep(self) -> None:
+        self._timer = None
+        due = self._due
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        while due:
+            head = due[0]
+            if head.settled == head.n:
+                due.popleft()  # every node answered: nothing to expire
+            elif head.deadline <= now:
+                due.popleft().expire()
+            else:
+                break
+        if due:
+            self._timer = loop.call_at(due[0].deadline, self._sweep)
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        due, self._due = self._due, deque()
+        for tally in due:
+            tally.expire()
 
 
-def _bind(tally: Tally, index: int) -> Callable[[Reply], None]:
-    def callback(reply: Reply) -> None:
-        tally.settle(index, reply)
-
-    return callback
-
-
-def _deferred(
-    node: Node,
-    script: Script,
-    keys: Sequence[bytes],
-    args: Sequence[Arg],
-    callback: Callable[[Reply], None],
-) -> Callable[[Reply], None]:
+def _deferred(node: Node, command: Command, tally: Tally, index: int) -> Callable[[Reply], None]:
     def send(_: Reply) -> None:
-        node.run_script(script, keys, args, callback)
+        node.run(command, tally, index)
 
     return send

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
 
 import redis.exceptions
 from redis.asyncio import Redis, RedisCluster
 
 from ._errors import NodeConnectionError, NodeError, NodeResponseError, NodeTimeoutError
-from ._node import Arg, Callback, Reply, stall_limit
-from ._scripts import Script
+from ._node import Command, Reply, Sink, stall_limit
 
 __all__ = ["RedisPyNode", "translate"]
 
@@ -81,30 +79,34 @@ class RedisPyNode:
     def __repr__(self) -> str:
         return f"RedisPyNode({self._name!r})"
 
-    def run_script(
-        self, script: Script, keys: Sequence[bytes], args: Sequence[Arg], callback: Callback
-    ) -> None:
-        task: asyncio.Task[object] = asyncio.get_running_loop().create_task(
-            self._run(script, keys, args)
-        )
+    def run(self, command: Command, sink: Sink, index: int) -> None:
+        task: asyncio.Task[object] = asyncio.get_running_loop().create_task(self._run(command))
         self._tasks.add(task)
 
         def done(task: asyncio.Task[object]) -> None:
             self._tasks.discard(task)
             if task.cancelled():
-                callback(NodeConnectionError(f"{self._name}: command cancelled (closing)"))
+                sink.settle(index, NodeConnectionError(f"{self._name}: command cancelled"))
                 return
             exc = task.exception()
-            callback(translate(exc, self._name) if exc is not None else _reply(task.result()))
+            sink.settle(
+                index, translate(exc, self._name) if exc is not None else _reply(task.result())
+            )
 
         task.add_done_callback(done)
 
-    async def _run(self, script: Script, keys: Sequence[bytes], args: Sequence[Arg]) -> object:
+    async def _run(self, command: Command) -> object:
+        keys = command.keys
+        script = command.script
         async with asyncio.timeout(self._stall):
             try:
-                return await self._client.evalsha(script.sha.decode(), len(keys), *keys, *args)
+                return await self._client.evalsha(
+                    script.sha.decode(), len(keys), *keys, *command.args
+                )
             except redis.exceptions.NoScriptError:
-                return await self._client.eval(script.source.decode(), len(keys), *keys, *args)
+                return await self._client.eval(
+                    script.source.decode(), len(keys), *keys, *command.args
+                )
 
     def check_stall(self) -> None:
         # Nothing to do: each command task carries its own stall bound.

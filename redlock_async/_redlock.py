@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Sequence
 from types import TracebackType
@@ -78,6 +79,9 @@ class Redlock:
                 "one server would cast several votes"
             )
         self._core = Core(built, config, start_renewal=start_renewal)
+        # Validated options by keywords: request handlers make a lock per call
+        # with the same few settings, so validation runs once per setting.
+        self._options: dict[tuple[object, ...], LockOptions] = {}
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -123,15 +127,30 @@ class Redlock:
         with the lock when a held grant is lost.
         """
         self._core.check_open()
-        options = LockOptions(
-            ttl=ttl,
-            auto_extend=auto_extend,
-            timeout=timeout,
-            fencing=fencing,
-            cancel_on_lost=cancel_on_lost,
-            fair=fair,
-            on_lost=on_lost,
+        spec = (ttl, auto_extend, timeout, fencing, cancel_on_lost, fair, on_lost)
+        options = None
+        # Only exact types may share a cache entry: True == 1, yet ttl=True is an error.
+        cacheable = (
+            type(ttl) in (float, int)
+            and (timeout is None or type(timeout) in (float, int))
+            and all(type(flag) is bool for flag in spec[1:2] + spec[3:6])
         )
+        if cacheable:
+            with contextlib.suppress(TypeError):  # an unhashable on_lost callable
+                options = self._options.get(spec)
+        if options is None:
+            options = LockOptions(
+                ttl=ttl,
+                auto_extend=auto_extend,
+                timeout=timeout,
+                fencing=fencing,
+                cancel_on_lost=cancel_on_lost,
+                fair=fair,
+                on_lost=on_lost,
+            )
+            if cacheable and len(self._options) < 256:
+                with contextlib.suppress(TypeError):
+                    self._options[spec] = options
         return Lock(self._core, name, options)
 
     async def aclose(self) -> None:
@@ -143,7 +162,7 @@ class Redlock:
         core = self._core
         if core.closed:
             return
-        core.closed = True
+        core.close()
         for lock in list(core.renewing):
             lock._cancel_renewal_timer()
         core.renewing.clear()

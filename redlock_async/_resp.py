@@ -31,7 +31,7 @@ import hiredis
 
 from ._address import Address
 from ._errors import NodeConnectionError, NodeError, NodeResponseError, NodeTimeoutError
-from ._node import Arg, Callback, stall_limit
+from ._node import Command, Reply, Sink, stall_limit
 from ._scripts import Script
 
 __all__ = ["RespNode"]
@@ -42,7 +42,11 @@ _log = logging.getLogger("redlock_async")
 # new ones fail at once: a bound on memory if replies stop coming.
 MAX_PENDING = 65_536
 
-_RawCallback = Callable[[object], None]
+# What waits for one reply: where to report it, as which node, and the command
+# (kept for the EVAL fallback; None once that fallback was used, or for
+# handshake commands).
+_Entry = tuple[Sink, int, Command | None]
+_ReplyError = hiredis.ReplyError
 # hiredis's stub types the argument as a 1-tuple; any tuple of str/bytes/int works.
 _pack: Callable[[tuple[object, ...]], bytes] = hiredis.pack_command  # type: ignore[assignment]
 
@@ -54,10 +58,9 @@ class _Conn(asyncio.Protocol):
         self.node = node
         self.loop = loop
         self.reader = hiredis.Reader()
-        self.pending: deque[_RawCallback] = deque()
+        self.pending: deque[_Entry] = deque()
         self.transport: asyncio.Transport | None = None
         self.out: list[bytes] = []
-        self.flush_scheduled = False
         self.busy_since = 0.0  # last time a reply arrived or the queue became non-empty
         self.closed: asyncio.Future[None] = loop.create_future()
 
@@ -65,19 +68,19 @@ class _Conn(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
 
-    def send(self, payload: bytes, callback: _RawCallback) -> None:
-        if not self.pending:
+    def send(self, payload: bytes, entry: _Entry) -> None:
+        pending = self.pending
+        if not pending:
             self.busy_since = self.loop.time()
-        self.pending.append(callback)
-        self.out.append(payload)
-        if not self.flush_scheduled:
+        pending.append(entry)
+        out = self.out
+        if not out:
             # Auto-pipelining: every command queued during this loop iteration,
             # by any task, leaves in one write (one syscall) per node.
-            self.flush_scheduled = True
             self.loop.call_soon(self._flush)
+        out.append(payload)
 
     def _flush(self) -> None:
-        self.flush_scheduled = False
         out = self.out
         if self.transport is not None and out:
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))
@@ -91,11 +94,14 @@ class _Conn(asyncio.Protocol):
             if not pending:
                 self.abort(NodeResponseError(f"{self.node.name} sent an unsolicited reply"))
                 return
-            callback = pending.popleft()
+            sink, index, command = pending.popleft()
             try:
-                callback(reply)
-            except Exception:  # a bug in a callback must not desynchronise the stream
-                _log.exception("redlock_async: reply callback failed")
+                if type(reply) is _ReplyError:
+                    self.node._error_reply(str(reply), sink, index, command)
+                else:
+                    sink.settle(index, reply)
+            except Exception:  # a bug in a sink must not desynchronise the stream
+                _log.exception("redlock_async: handling a reply from %s failed", self.node.name)
         self.busy_since = self.loop.time()
 
     def abort(self, error: NodeError) -> None:
@@ -108,46 +114,30 @@ class _Conn(asyncio.Protocol):
         self.out.clear()
         error = self.node._forget(self, None)
         pending, self.pending = self.pending, deque()
-        for callback in pending:
-            callback(error)
+        for sink, index, _ in pending:
+            sink.settle(index, error)
         if not self.closed.done():
             self.closed.set_result(None)
 
 
-class _ScriptCall:
-    """Pending EVALSHA: translates the reply, retrying as EVAL on NOSCRIPT."""
+class _Handshake:
+    """Sink of the commands a new connection starts with."""
 
-    __slots__ = ("args", "callback", "keys", "node", "script")
+    AUTH, SELECT, SCRIPT, PING = range(4)
 
-    def __init__(
-        self,
-        node: RespNode,
-        script: Script,
-        keys: Sequence[bytes],
-        args: Sequence[Arg],
-        callback: Callback,
-    ) -> None:
+    def __init__(self, node: RespNode, conn: _Conn) -> None:
         self.node = node
-        self.script = script
-        self.keys = keys
-        self.args = args
-        self.callback = callback
+        self.conn = conn
 
-    def __call__(self, reply: object) -> None:
-        if isinstance(reply, hiredis.ReplyError):
-            message = str(reply)
-            if message.startswith("NOSCRIPT") and self.script is not None:
-                # Scripts are loaded on connect, so this only follows a SCRIPT
-                # FLUSH; resend the source once, then translate as usual.
-                payload = _pack(
-                    (b"EVAL", self.script.source, len(self.keys), *self.keys, *self.args)
-                )
-                self.script = None  # type: ignore[assignment]
-                self.node._send(payload, self)
-                return
-            self.callback(NodeResponseError(message))
-        else:
-            self.callback(reply)  # type: ignore[arg-type]
+    def settle(self, index: int, reply: Reply) -> None:
+        if index in (self.AUTH, self.SELECT) and isinstance(reply, NodeResponseError):
+            what = "AUTH" if index == self.AUTH else "SELECT"
+            _log.warning("redlock_async: %s failed on %s: %s", what, self.node.name, reply)
+            self.conn.abort(NodeConnectionError(f"{what} failed on {self.node.name}: {reply}"))
+        elif index == self.SCRIPT and isinstance(reply, NodeError):
+            _log.debug("redlock_async: SCRIPT LOAD failed on %s: %s", self.node.name, reply)
+        elif index == self.PING and not isinstance(reply, NodeError):
+            self.node._failures = 0  # the node answers: a healthy connection
 
 
 class RespNode:
@@ -161,7 +151,7 @@ class RespNode:
         self._scripts = tuple(scripts)
         self._conn: _Conn | None = None
         self._connecting: asyncio.Task[None] | None = None
-        self._waiting: list[tuple[bytes, _RawCallback]] = []
+        self._waiting: list[tuple[bytes, _Entry]] = []
         self._failures = 0  # consecutive connections that never answered
         self._retry_at = 0.0
         self._last_error: NodeError = NodeConnectionError(f"{address.display} is not connected")
@@ -174,16 +164,33 @@ class RespNode:
     def __repr__(self) -> str:
         return f"RespNode({self._address.display!r})"
 
-    def run_script(
-        self, script: Script, keys: Sequence[bytes], args: Sequence[Arg], callback: Callback
-    ) -> None:
-        payload = _pack((b"EVALSHA", script.sha, len(keys), *keys, *args))
-        self._send(payload, _ScriptCall(self, script, keys, args, callback))
-
-    def _send(self, payload: bytes, callback: _RawCallback) -> None:
+    def run(self, command: Command, sink: Sink, index: int) -> None:
+        payload = command.packed
+        if payload is None:
+            keys = command.keys
+            payload = command.packed = _pack(
+                (b"EVALSHA", command.script.sha, len(keys), *keys, *command.args)
+            )
         conn = self._conn
         if conn is not None and len(conn.pending) < MAX_PENDING:
-            conn.send(payload, callback)
+            conn.send(payload, (sink, index, command))
+        else:
+            self._send(payload, (sink, index, command))
+
+    def _error_reply(self, message: str, sink: Sink, index: int, command: Command | None) -> None:
+        if command is not None and message.startswith("NOSCRIPT"):
+            # Scripts are loaded on connect, so this only follows a SCRIPT
+            # FLUSH; resend the source once, then report whatever comes back.
+            keys = command.keys
+            payload = _pack((b"EVAL", command.script.source, len(keys), *keys, *command.args))
+            self._send(payload, (sink, index, None))
+            return
+        sink.settle(index, NodeResponseError(message))
+
+    def _send(self, payload: bytes, entry: _Entry) -> None:
+        conn = self._conn
+        if conn is not None and len(conn.pending) < MAX_PENDING:
+            conn.send(payload, entry)
             return
         loop = asyncio.get_running_loop()
         if conn is not None:
@@ -197,10 +204,11 @@ class RespNode:
         else:
             if self._connecting is None:
                 self._connecting = loop.create_task(self._connect(loop))
-            self._waiting.append((payload, callback))
+            self._waiting.append((payload, entry))
             return
-        # Callbacks always run later, never inside the caller's send loop.
-        loop.call_soon(callback, error)
+        # Outcomes always arrive later, never inside the caller's send loop.
+        sink, index, _ = entry
+        loop.call_soon(sink.settle, index, error)
 
     async def _connect(self, loop: asyncio.AbstractEventLoop) -> None:
         address = self._address
@@ -228,35 +236,22 @@ class RespNode:
         self._conn = conn
         self._handshake(conn)
         waiting, self._waiting = self._waiting, []
-        for payload, callback in waiting:
-            conn.send(payload, callback)
+        for payload, entry in waiting:
+            conn.send(payload, entry)
 
     def _handshake(self, conn: _Conn) -> None:
         address = self._address
-
-        def must_succeed(what: str) -> _RawCallback:
-            def check(reply: object) -> None:
-                if isinstance(reply, hiredis.ReplyError):
-                    _log.warning("redlock_async: %s failed on %s: %s", what, self.name, reply)
-                    conn.abort(NodeConnectionError(f"{what} failed on {self.name}: {reply}"))
-
-            return check
-
+        sink = _Handshake(self, conn)
         if address.password is not None:
             auth: tuple[object, ...] = (b"AUTH", address.password)
             if address.username is not None:
                 auth = (b"AUTH", address.username, address.password)
-            conn.send(_pack(auth), must_succeed("AUTH"))
+            conn.send(_pack(auth), (sink, sink.AUTH, None))
         if address.db:
-            conn.send(_pack((b"SELECT", address.db)), must_succeed("SELECT"))
+            conn.send(_pack((b"SELECT", address.db)), (sink, sink.SELECT, None))
         for script in self._scripts:
-            conn.send(_pack((b"SCRIPT", b"LOAD", script.source)), _ignore)
-
-        def healthy(reply: object) -> None:
-            if not isinstance(reply, NodeError):
-                self._failures = 0
-
-        conn.send(_pack((b"PING",)), healthy)
+            conn.send(_pack((b"SCRIPT", b"LOAD", script.source)), (sink, sink.SCRIPT, None))
+        conn.send(_pack((b"PING",)), (sink, sink.PING, None))
 
     def _backoff(self, loop: asyncio.AbstractEventLoop, error: NodeError) -> None:
         self._failures += 1
@@ -266,8 +261,8 @@ class RespNode:
 
     def _fail_waiting(self, error: NodeError) -> None:
         waiting, self._waiting = self._waiting, []
-        for _, callback in waiting:
-            callback(error)
+        for _, (sink, index, _command) in waiting:
+            sink.settle(index, error)
 
     def _forget(self, conn: _Conn, error: NodeError | None) -> NodeError:
         """Stop using ``conn``; returns the error its pending commands fail with."""
@@ -311,8 +306,3 @@ class RespNode:
                     await asyncio.shield(conn.closed)
             except TimeoutError:
                 conn.abort(NodeConnectionError(f"{self.name}: the Redlock is closed"))
-
-
-def _ignore(reply: object) -> None:
-    if isinstance(reply, hiredis.ReplyError):
-        _log.debug("redlock_async: SCRIPT LOAD failed: %s", reply)

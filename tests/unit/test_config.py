@@ -120,3 +120,13 @@ def test_url_parsing() -> None:
     assert (b.path, b.db) == ("/var/run/redis.sock", 2)
     assert parse_url("redis://h").port == 6379
     assert redact_url("redis://h:1/0") == "redis://h:1/0"
+
+
+def test_cached_options_never_skip_validation() -> None:
+    redlock = Redlock([URL])
+    redlock.lock("x", ttl=1)
+    with pytest.raises(ConfigurationError, match="ttl"):
+        redlock.lock("x", ttl=True)
+    redlock.lock("x")
+    with pytest.raises(ConfigurationError, match="auto_extend"):
+        redlock.lock("x", auto_extend=1)  # type: ignore[arg-type]

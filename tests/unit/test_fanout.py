@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from redlock_async._config import RedlockConfig
 from redlock_async._core import Core
 from redlock_async._errors import NodeConnectionError, NodeTimeoutError
-from redlock_async._node import Arg, Callback
-from redlock_async._quorum import PENDING, fanout
-from redlock_async._scripts import ACQUIRE, RELEASE, Script
+from redlock_async._node import Arg, Command, Sink
+from redlock_async._quorum import PENDING, Quorum, Tally
+from redlock_async._scripts import ACQUIRE, RELEASE
 
 
 class ScriptedNode:
@@ -23,17 +23,16 @@ class ScriptedNode:
         self.name = name
         self.ordered = ordered
         self.sent: list[tuple[str, tuple[Arg, ...]]] = []
-        self.callbacks: list[Callback] = []
+        self.waiting: list[tuple[Sink, int]] = []
         self.stall_checks = 0
 
-    def run_script(
-        self, script: Script, keys: Sequence[bytes], args: Sequence[Arg], callback: Callback
-    ) -> None:
-        self.sent.append((script.name, tuple(args)))
-        self.callbacks.append(callback)
+    def run(self, command: Command, sink: Sink, index: int) -> None:
+        self.sent.append((command.script.name, tuple(command.args)))
+        self.waiting.append((sink, index))
 
     def answer(self, reply: int | NodeConnectionError) -> None:
-        self.callbacks.pop(0)(reply)
+        sink, index = self.waiting.pop(0)
+        sink.settle(index, reply)
 
     def check_stall(self) -> None:
         self.stall_checks += 1
@@ -46,9 +45,13 @@ def nodes(n: int, *, ordered: bool = True) -> list[ScriptedNode]:
     return [ScriptedNode(f"n{i}", ordered=ordered) for i in range(n)]
 
 
+def fanout(group: Sequence[ScriptedNode], node_timeout: float = 10.0) -> Tally:
+    return Quorum(group, node_timeout).fanout(Command(ACQUIRE, [b"k"], [b"t", 100]))
+
+
 async def test_decides_at_quorum_without_waiting_for_the_rest() -> None:
     group = nodes(5)
-    tally = fanout(group, ACQUIRE, [b"k"], [b"t", 100], node_timeout=10.0)
+    tally = fanout(group)
     assert all(node.sent for node in group)  # sent to all at once
     for node in group[:3]:
         node.answer(1)
@@ -60,7 +63,7 @@ async def test_decides_at_quorum_without_waiting_for_the_rest() -> None:
 
 async def test_decides_failure_once_quorum_is_out_of_reach() -> None:
     group = nodes(5)
-    tally = fanout(group, ACQUIRE, [b"k"], [b"t", 100], node_timeout=10.0)
+    tally = fanout(group)
     group[0].answer(0)
     group[1].answer(NodeConnectionError("down"))
     assert not tally.decided.done()
@@ -71,7 +74,7 @@ async def test_decides_failure_once_quorum_is_out_of_reach() -> None:
 
 async def test_silent_nodes_time_out_as_failed_votes() -> None:
     group = nodes(3)
-    tally = fanout(group, ACQUIRE, [b"k"], [b"t", 100], node_timeout=0.01)
+    tally = fanout(group, node_timeout=0.01)
     group[0].answer(1)
     assert await tally.decided is False
     errors = tally.errors()
@@ -85,12 +88,11 @@ async def test_silent_nodes_time_out_as_failed_votes() -> None:
 async def test_cleanup_waits_for_the_in_flight_command_on_unordered_nodes() -> None:
     group = nodes(3, ordered=False)
     core = Core(group, RedlockConfig(node_timeout=10.0))
-    acquire = core.fanout(ACQUIRE, [b"k"], [b"tok", 100])
+    acquire = core.fanout(Command(ACQUIRE, [b"k"], [b"tok", 100]))
     group[0].answer(1)
     group[1].answer(0)
-    tally_abandoned = acquire
-    tally_abandoned.abandon()
-    core.undo(acquire, [b"k"], b"tok")
+    acquire.abandon()
+    core.undo(acquire, b"k", b"tok")
     # Node 0 said yes: released now. Node 1 said no: left alone.
     assert group[0].sent[-1] == ("release", (b"tok",))
     assert [name for name, _ in group[1].sent] == ["acquire"]
@@ -103,14 +105,14 @@ async def test_cleanup_waits_for_the_in_flight_command_on_unordered_nodes() -> N
 async def test_ordered_nodes_get_cleanup_at_once() -> None:
     group = nodes(3)
     core = Core(group, RedlockConfig(node_timeout=10.0))
-    acquire = core.fanout(ACQUIRE, [b"k"], [b"tok", 100])
-    core.undo(acquire, [b"k"], b"tok")
+    acquire = core.fanout(Command(ACQUIRE, [b"k"], [b"tok", 100]))
+    core.undo(acquire, b"k", b"tok")
     assert all(node.sent[-1][0] == RELEASE.name for node in group)
 
 
 async def test_fanout_outcomes_never_raise() -> None:
     group = nodes(3)
-    tally = fanout(group, ACQUIRE, [b"k"], [b"t", 100], node_timeout=10.0)
+    tally = fanout(group)
     for node in group:
         node.answer(NodeConnectionError("refused"))
     assert await asyncio.wait_for(tally.decided, 1) is False

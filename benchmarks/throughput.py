@@ -1,0 +1,242 @@
+"""Acquire+release throughput and latency on local nodes, against two floors.
+
+Contenders, measured in the same run, in interleaved rounds (the machine is
+noisy, so each figure is a median over rounds):
+
+- floor (a) redis-py: per grant, ``SET NX PX`` on all nodes with
+  ``asyncio.gather``, then a compare-and-delete ``EVALSHA`` the same way;
+- floor (b) bare protocol: the Python limit - an ``asyncio.Protocol`` per node
+  with hiredis's reader, one auto-pipelined connection per node, the lock's
+  own scripts, deciding at quorum, no other logic;
+- redlock_async with URLs (its lean driver) and with redis-py clients.
+
+Run: ``python benchmarks/throughput.py [--seconds 1.0] [--rounds 5] [--nodes 5]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import secrets
+import sys
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import hiredis
+import redis.asyncio
+
+from redlock_async import LockNotOwned, Redlock
+from redlock_async._scripts import ACQUIRE, RELEASE
+from redlock_async.testing import RedisServer
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import Result, run_for, table  # noqa: E402
+
+Grant = Callable[[int], Awaitable[float | None]]
+_pack: Callable[[tuple[object, ...]], bytes] = hiredis.pack_command  # type: ignore[assignment]
+
+
+class _Bare(asyncio.Protocol):
+    """Floor (b): FIFO replies to callbacks, writes coalesced per loop iteration."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.reader = hiredis.Reader()
+        self.pending: deque[Callable[[object], None]] = deque()
+        self.out: list[bytes] = []
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def send(self, payload: bytes, callback: Callable[[object], None]) -> None:
+        self.pending.append(callback)
+        if not self.out:
+            self.loop.call_soon(self.flush)
+        self.out.append(payload)
+
+    def flush(self) -> None:
+        assert self.transport is not None
+        self.transport.write(b"".join(self.out))
+        self.out.clear()
+
+    def data_received(self, data: bytes) -> None:
+        self.reader.feed(data)
+        while (reply := self.reader.gets()) is not False:
+            self.pending.popleft()(reply)
+
+
+class _Votes:
+    __slots__ = ("future", "need", "no", "yes")
+
+    def __init__(self, future: asyncio.Future[bool], n: int) -> None:
+        self.future, self.need, self.yes, self.no = future, n // 2 + 1, 0, 0
+
+    def __call__(self, reply: object) -> None:
+        if reply == 1:
+            self.yes += 1
+        else:
+            self.no += 1
+        if not self.future.done():
+            if self.yes >= self.need:
+                self.future.set_result(True)
+            elif self.no > len_minus(self):
+                self.future.set_result(False)
+
+
+def len_minus(votes: _Votes) -> int:
+    return (votes.need - 1) * 2 + 1 - votes.need  # n - quorum, for odd n
+
+
+async def bare_floor(ports: list[int], names: list[bytes]) -> tuple[Grant, Callable[[], None]]:
+    loop = asyncio.get_running_loop()
+    conns = []
+    for port in ports:
+        _, conn = await loop.create_connection(lambda: _Bare(loop), "127.0.0.1", port)
+        conns.append(conn)
+
+    async def fan(payload: bytes) -> bool:
+        future: asyncio.Future[bool] = loop.create_future()
+        votes = _Votes(future, len(conns))
+        for conn in conns:
+            conn.send(payload, votes)
+        return await future
+
+    async def grant(index: int) -> float | None:
+        token = secrets.token_hex(20).encode()
+        key = names[index]
+        started = time.perf_counter()
+        ok = await fan(_pack((b"EVALSHA", ACQUIRE.sha, 1, key, token, 10_000)))
+        latency = time.perf_counter() - started
+        await fan(_pack((b"EVALSHA", RELEASE.sha, 1, key, token)))
+        return latency if ok else None
+
+    def close() -> None:
+        for conn in conns:
+            assert conn.transport is not None
+            conn.transport.close()
+
+    return grant, close
+
+
+async def redis_py_floor(
+    clients: list[redis.asyncio.Redis], names: list[bytes]
+) -> Grant:
+    quorum = len(clients) // 2 + 1
+    release_sha = RELEASE.sha.decode()
+
+    async def grant(index: int) -> float | None:
+        token = secrets.token_hex(20).encode()
+        key = names[index]
+        started = time.perf_counter()
+        votes = await asyncio.gather(*(c.set(key, token, nx=True, px=10_000) for c in clients))
+        latency = time.perf_counter() - started
+        await asyncio.gather(*(c.evalsha(release_sha, 1, key, token) for c in clients))
+        return latency if sum(1 for v in votes if v) >= quorum else None
+
+    return grant
+
+
+def library(redlock: Redlock, names: list[str]) -> Grant:
+    async def grant(index: int) -> float | None:
+        lock = redlock.lock(names[index], ttl=10.0, auto_extend=False)
+        started = time.perf_counter()
+        ok = await lock.acquire(blocking=False)
+        latency = time.perf_counter() - started
+        if not ok:  # e.g. a cold redis-py pool opening 50 connections past node_timeout
+            return None
+        try:
+            await lock.release()
+        except LockNotOwned as exc:
+            print("release failed:", exc, file=sys.stderr)
+            return None
+        return latency
+
+    return grant
+
+
+async def main(seconds: float, rounds: int, n_nodes: int) -> dict[str, dict[str, float]]:
+    servers = [RedisServer() for _ in range(n_nodes)]
+    for server in servers:
+        server.start()
+    clients: list[redis.asyncio.Redis] = []
+    try:
+        urls = [s.url for s in servers]
+        for server in servers:
+            client = redis.asyncio.Redis(port=server.port)
+            for script in (ACQUIRE, RELEASE):
+                await client.script_load(script.source)
+            clients.append(client)
+        report: dict[str, dict[str, float]] = {}
+        for workload, tasks in (("sequential", 1), ("concurrent", 50)):
+            names = [f"bench:{workload}:{i}" for i in range(tasks)]
+            keys = [f"redlock:{{{name}}}".encode() for name in names]
+            bare, close_bare = await bare_floor([s.port for s in servers], keys)
+            lean = Redlock(urls)
+            via_redis_py = Redlock([redis.asyncio.Redis(port=s.port) for s in servers])
+            contenders: dict[str, Grant] = {
+                "floor (a) redis-py": await redis_py_floor(clients, keys),
+                "floor (b) bare protocol": bare,
+                "redlock_async (URLs, lean driver)": library(lean, names),
+                "redlock_async (redis-py clients)": library(via_redis_py, names),
+            }
+            results = {label: Result() for label in contenders}
+            async def between() -> None:
+                # Let trailing releases land, and start every contender from clean nodes.
+                await asyncio.sleep(0.1)
+                await asyncio.gather(*(c.delete(*keys) for c in clients))
+
+            for grant in contenders.values():  # warm up connections and scripts
+                await between()
+                await run_for(0.3, tasks, grant)
+            for _ in range(rounds):
+                for label, grant in contenders.items():
+                    await between()
+                    rate, latencies = await run_for(seconds, tasks, grant)
+                    results[label].rates.append(rate)
+                    results[label].latencies.extend(latencies)
+            close_bare()
+            await lean.aclose()
+            await via_redis_py.aclose()
+            floor_a = results["floor (a) redis-py"].rate
+            floor_b = results["floor (b) bare protocol"].rate
+            rows = []
+            for label, result in results.items():
+                rows.append([label, f"{result.rate:,.0f}", f"{result.p(50):.2f}",
+                             f"{result.p(99):.2f}", f"{result.rate / floor_a:.2f}x",
+                             f"{result.rate / floor_b:.2f}x"])  # fmt: skip
+                report[f"{workload}/{label}"] = {
+                    "grants_per_s": result.rate,
+                    "p50_ms": result.p(50),
+                    "p99_ms": result.p(99),
+                    "vs_floor_a": result.rate / floor_a,
+                    "vs_floor_b": result.rate / floor_b,
+                }
+            print(f"\n{workload}: {tasks} task(s), {n_nodes} nodes, {rounds} x {seconds}s rounds")
+            headers = ["contender", "grants/s", "p50 ms", "p99 ms", "vs (a)", "vs (b)"]
+            print(table(headers, rows))
+            ratio = results["redlock_async (URLs, lean driver)"].rate / floor_b
+            verdict = "met" if ratio >= 0.8 else "NOT met"
+            print(f"target >= 0.8x floor (b): {ratio:.2f}x -> {verdict}")
+        return report
+    finally:
+        for client in clients:
+            await client.aclose()
+        for server in servers:
+            server.stop()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=1.0, help="length of one round")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds per contender")
+    parser.add_argument("--nodes", type=int, default=5)
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+    figures = asyncio.run(main(args.seconds, args.rounds, args.nodes))
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
