@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from ._config import RedlockConfig
 from ._errors import RedlockError
+from ._keys import lock_key
 from ._node import Command, Node
 from ._quorum import Quorum, Tally, quorum_of
 from ._scripts import RELEASE
@@ -45,16 +46,29 @@ class Core:
     ) -> None:
         self.nodes = tuple(nodes)
         self.quorum = quorum_of(len(self.nodes))
-        self._fanout = Quorum(self.nodes, config.node_timeout)
+        self._quorum = Quorum(self.nodes, config.node_timeout)
+        # The hot path calls this once per acquire and release: no extra frame.
+        self.fanout = self._quorum.fanout
         self.config = config
         self.clock = clock
         self.new_token = token_factory
         self._rng = rng or random.Random()
         self.closed = False
+        self._keys: dict[str, bytes] = {}
         # Injected by the Redlock: renewal sits above the lock in the import order.
         self.start_renewal: Callable[[Lock], None] = start_renewal or _no_renewal
         # Locks with a background renewal scheduled, so closing can stop them.
         self.renewing: weakref.WeakSet[Lock] = weakref.WeakSet()
+
+    def key_for(self, name: str) -> bytes:
+        """The lock key of ``name``; recent names are remembered (handlers reuse them)."""
+        key = self._keys.get(name)
+        if key is None:
+            key = lock_key(self.config.prefix, name)
+            if len(self._keys) >= 1024:
+                self._keys.clear()
+            self._keys[name] = key
+        return key
 
     def check_open(self) -> None:
         if self.closed:
@@ -65,18 +79,9 @@ class Core:
         config = self.config
         return config.retry_delay + self._rng.uniform(0.0, config.retry_jitter)
 
-    def fanout(
-        self,
-        command: Command,
-        *,
-        after: Tally | None = None,
-        only: Sequence[int] | None = None,
-    ) -> Tally:
-        return self._fanout.fanout(command, after=after, only=only)
-
     def close(self) -> None:
         self.closed = True
-        self._fanout.close()
+        self._quorum.close()
 
     def undo(self, tally: Tally, key: bytes, token: bytes) -> None:
         """Release ``token`` wherever ``tally``'s command may have taken effect.

@@ -12,7 +12,7 @@ from typing import Final, Literal, Self
 from ._config import LockOptions, check_seconds
 from ._core import Core
 from ._errors import LockLost, LockNotAcquired, LockNotOwned, NodeError, RedlockError
-from ._keys import check_name, lock_key
+from ._keys import check_name
 from ._node import Command
 from ._quorum import Tally
 from ._scripts import ACQUIRE, EXTEND, RELEASE
@@ -77,7 +77,7 @@ class Lock:
         self._core = core
         self._name = check_name(name)
         self._options = options
-        self._key = lock_key(core.config.prefix, name)
+        self._key = core.key_for(self._name)
         self._grant: Grant | None = None
         self._acquiring = False
         self._lost = False
@@ -159,8 +159,10 @@ class Lock:
                 f"lock {self._name!r} is already held or being acquired by this object; "
                 "create a new Lock object per critical section"
             )
-        limit = self._options.timeout if isinstance(timeout, _Unset) else timeout
-        limit = check_seconds("timeout", limit, allow_none=True)
+        if isinstance(timeout, _Unset):
+            limit = self._options.timeout  # validated with the options
+        else:
+            limit = check_seconds("timeout", timeout, allow_none=True)
         deadline = None if limit is None else core.clock() + limit
         self._acquiring = True
         try:
@@ -286,9 +288,10 @@ class Lock:
         its validity had already ended; LockLost when it had been lost.
         """
         grant = self._require_grant()
-        await self._settle_renewal()
-        if self._grant is not grant:  # lost while the renewal settled
-            raise self._lost_error or LockLost(f"lock {self._name!r} was lost")
+        if self._renewing is not None:
+            await self._settle_renewal()
+            if self._grant is not grant:  # lost while the renewal settled
+                raise self._lost_error or LockLost(f"lock {self._name!r} was lost")
         self._drop(grant)
         core = self._core
         expired = core.clock() >= grant.validity_end
@@ -308,8 +311,11 @@ class Lock:
         """Forget ``grant`` locally and stop renewing it."""
         if self._grant is grant:
             self._grant = None
-        self._cancel_renewal_timer()
-        self._core.renewing.discard(self)
+        if self._renew_timer is not None:
+            self._renew_timer.cancel()
+            self._renew_timer = None
+        if self._options.auto_extend:
+            self._core.renewing.discard(self)
 
     # -- renewal bookkeeping (the scheduling itself lives in _renew.py) --------
 

@@ -103,17 +103,17 @@ class Tally:
             return
         replies[index] = reply
         self.settled += 1
-        if type(reply) is int and reply > 0:
-            self.yes += 1
-        elif isinstance(reply, NodeError):
-            self.failed += 1
-        else:
-            self.no += 1
         decided = self.decided
-        if not decided.done():
-            if self.yes >= self.quorum:
+        if type(reply) is int and reply > 0:
+            self.yes = yes = self.yes + 1
+            if yes == self.quorum and not decided.done():
                 decided.set_result(True)
-            elif self.no + self.failed > self.n - self.quorum:
+        else:
+            if isinstance(reply, NodeError):
+                self.failed += 1
+            else:
+                self.no += 1
+            if self.no + self.failed == self.n - self.quorum + 1 and not decided.done():
                 decided.set_result(False)
         if self._waiters is not None:
             for then in self._waiters.pop(index, ()):

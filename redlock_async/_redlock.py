@@ -131,9 +131,12 @@ class Redlock:
         options = None
         # Only exact types may share a cache entry: True == 1, yet ttl=True is an error.
         cacheable = (
-            type(ttl) in (float, int)
-            and (timeout is None or type(timeout) in (float, int))
-            and all(type(flag) is bool for flag in spec[1:2] + spec[3:6])
+            (type(ttl) is float or type(ttl) is int)
+            and (timeout is None or type(timeout) is float or type(timeout) is int)
+            and type(auto_extend) is bool
+            and type(fencing) is bool
+            and type(cancel_on_lost) is bool
+            and type(fair) is bool
         )
         if cacheable:
             with contextlib.suppress(TypeError):  # an unhashable on_lost callable

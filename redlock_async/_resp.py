@@ -172,10 +172,19 @@ class RespNode:
                 (b"EVALSHA", command.script.sha, len(keys), *keys, *command.args)
             )
         conn = self._conn
-        if conn is not None and len(conn.pending) < MAX_PENDING:
-            conn.send(payload, (sink, index, command))
-        else:
-            self._send(payload, (sink, index, command))
+        if conn is not None:
+            pending = conn.pending
+            if len(pending) < MAX_PENDING:
+                # conn.send, inlined: this runs once per node per fan-out.
+                if not pending:
+                    conn.busy_since = conn.loop.time()
+                pending.append((sink, index, command))
+                out = conn.out
+                if not out:
+                    conn.loop.call_soon(conn._flush)
+                out.append(payload)
+                return
+        self._send(payload, (sink, index, command))
 
     def _error_reply(self, message: str, sink: Sink, index: int, command: Command | None) -> None:
         if command is not None and message.startswith("NOSCRIPT"):
