@@ -69,16 +69,19 @@ async def settle(seconds: float = 0.3) -> None:
     await asyncio.sleep(seconds)
 
 
-async def no_keys_left(nodes: Sequence[RedisNode], within: float = 5.0) -> bool:
-    """True once no node holds a ``redlock:*`` key (in-flight cleanup may still land).
-
-    Polls up to ``within`` seconds: a liveness bound, not a speed requirement.
-    """
+async def eventually(check: Callable[[], bool], within: float = 5.0) -> bool:
+    """True once ``check()`` holds: decisions do not wait for the slowest node,
+    so its commands may still be landing. Polls up to ``within`` seconds - a
+    liveness bound, not a speed requirement."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
-    while True:
-        if all(not keys for keys in lock_keys(nodes)):
-            return True
+    while not check():
         if loop.time() > deadline:
             return False
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.02)
+    return True
+
+
+async def no_keys_left(nodes: Sequence[RedisNode], within: float = 5.0) -> bool:
+    """True once no node holds a ``redlock:*`` key (in-flight cleanup may still land)."""
+    return await eventually(lambda: all(not keys for keys in lock_keys(nodes)), within)

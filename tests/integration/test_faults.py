@@ -16,7 +16,7 @@ from redlock_async import (
 from redlock_async._scripts import ALL_SCRIPTS
 from redlock_async.testing import RedisNodes
 
-from ..conftest import MakeRedlock, lock_keys, no_keys_left, settle
+from ..conftest import MakeRedlock, no_keys_left, settle
 
 KEY = b"redlock:{job}"
 
@@ -145,7 +145,7 @@ async def test_script_flush_falls_back_to_eval(
     assert await lock.acquire(blocking=False)
     await lock.extend()
     await lock.release()
-    assert lock_keys(redis_nodes) == [[], [], []]
+    assert await no_keys_left(redis_nodes)
 
 
 def test_script_hashes_match_the_server(redis_nodes: RedisNodes) -> None:
