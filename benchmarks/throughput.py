@@ -33,7 +33,7 @@ from redlock_async._scripts import ACQUIRE, RELEASE
 from redlock_async.testing import RedisServer
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import Result, run_for, table  # noqa: E402
+from _common import Result, run_for, table
 
 Grant = Callable[[int], Awaitable[float | None]]
 _pack: Callable[[tuple[object, ...]], bytes] = hiredis.pack_command  # type: ignore[assignment]
@@ -71,10 +71,11 @@ class _Bare(asyncio.Protocol):
 
 
 class _Votes:
-    __slots__ = ("future", "need", "no", "yes")
+    __slots__ = ("future", "need", "no", "spare", "yes")
 
     def __init__(self, future: asyncio.Future[bool], n: int) -> None:
         self.future, self.need, self.yes, self.no = future, n // 2 + 1, 0, 0
+        self.spare = n - self.need  # no votes the quorum can absorb
 
     def __call__(self, reply: object) -> None:
         if reply == 1:
@@ -84,12 +85,8 @@ class _Votes:
         if not self.future.done():
             if self.yes >= self.need:
                 self.future.set_result(True)
-            elif self.no > len_minus(self):
+            elif self.no > self.spare:
                 self.future.set_result(False)
-
-
-def len_minus(votes: _Votes) -> int:
-    return (votes.need - 1) * 2 + 1 - votes.need  # n - quorum, for odd n
 
 
 async def bare_floor(ports: list[int], names: list[bytes]) -> tuple[Grant, Callable[[], None]]:
@@ -123,9 +120,7 @@ async def bare_floor(ports: list[int], names: list[bytes]) -> tuple[Grant, Calla
     return grant, close
 
 
-async def redis_py_floor(
-    clients: list[redis.asyncio.Redis], names: list[bytes]
-) -> Grant:
+async def redis_py_floor(clients: list[redis.asyncio.Redis], names: list[bytes]) -> Grant:
     quorum = len(clients) // 2 + 1
     release_sha = RELEASE.sha.decode()
 
@@ -185,7 +180,8 @@ async def main(seconds: float, rounds: int, n_nodes: int) -> dict[str, dict[str,
                 "redlock_async (redis-py clients)": library(via_redis_py, names),
             }
             results = {label: Result() for label in contenders}
-            async def between() -> None:
+
+            async def between(keys: list[bytes] = keys) -> None:
                 # Let trailing releases land, and start every contender from clean nodes.
                 await asyncio.sleep(0.1)
                 await asyncio.gather(*(c.delete(*keys) for c in clients))
