@@ -62,6 +62,10 @@ class DockerRedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     @property
+    def pid(self) -> int | None:
+        return None  # the process lives inside the container
+
+    @property
     def is_running(self) -> bool:
         return self._container is not None
 

@@ -1,0 +1,37 @@
+"""Project files that must agree with each other."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def readme_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    return re.findall(r"```sh\n# [^\n]*\n([^\n]+)\n```", text)
+
+
+def test_readme_names_the_main_job_and_the_tests_near_the_top() -> None:
+    commands = readme_commands()
+    assert len(commands) >= 2
+    assert "redlock_async demo" in commands[0]
+    assert "pytest" in commands[1]
+    top = (ROOT / "README.md").read_text()[:1500]
+    assert commands[0] in top
+    assert commands[1] in top
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    ci = (ROOT / ".ci" / "run").read_text()
+    # CI extracts the second sh block of README.md and runs it verbatim.
+    assert "blocks[1]" in ci
+    assert 'bash -c "$test_command"' in ci
+
+
+def test_every_lua_script_documents_its_contract() -> None:
+    for script in (ROOT / "redlock_async" / "lua").glob("*.lua"):
+        header = script.read_text().split("\n\n")[0] + script.read_text()
+        for part in ("KEYS[1]", "ARGV[1]", "Returns"):
+            assert part in header, (script.name, part)
