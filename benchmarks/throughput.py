@@ -8,6 +8,9 @@ noisy, so each figure is a median over rounds):
 - floor (b) bare protocol: the Python limit - an ``asyncio.Protocol`` per node
   with hiredis's reader, one auto-pipelined connection per node, the lock's
   own scripts, deciding at quorum, no other logic;
+- the same bare protocol with one write per command (no coalescing across
+  tasks), for reference: the pipelining that floor (b) shares with the lean
+  driver is what separates them under concurrency;
 - redlock_async with URLs (its lean driver) and with redis-py clients.
 
 Run: ``python benchmarks/throughput.py [--seconds 1.0] [--rounds 5] [--nodes 5]``.
@@ -42,8 +45,9 @@ _pack: Callable[[tuple[object, ...]], bytes] = hiredis.pack_command  # type: ign
 class _Bare(asyncio.Protocol):
     """Floor (b): FIFO replies to callbacks, writes coalesced per loop iteration."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, coalesce: bool = True) -> None:
         self.loop = loop
+        self.coalesce = coalesce
         self.reader = hiredis.Reader()
         self.pending: deque[Callable[[object], None]] = deque()
         self.out: list[bytes] = []
@@ -55,6 +59,10 @@ class _Bare(asyncio.Protocol):
 
     def send(self, payload: bytes, callback: Callable[[object], None]) -> None:
         self.pending.append(callback)
+        if not self.coalesce:
+            assert self.transport is not None
+            self.transport.write(payload)
+            return
         if not self.out:
             self.loop.call_soon(self.flush)
         self.out.append(payload)
@@ -89,11 +97,13 @@ class _Votes:
                 self.future.set_result(False)
 
 
-async def bare_floor(ports: list[int], names: list[bytes]) -> tuple[Grant, Callable[[], None]]:
+async def bare_floor(
+    ports: list[int], names: list[bytes], *, coalesce: bool = True
+) -> tuple[Grant, Callable[[], None]]:
     loop = asyncio.get_running_loop()
     conns = []
     for port in ports:
-        _, conn = await loop.create_connection(lambda: _Bare(loop), "127.0.0.1", port)
+        _, conn = await loop.create_connection(lambda: _Bare(loop, coalesce), "127.0.0.1", port)
         conns.append(conn)
 
     async def fan(payload: bytes) -> bool:
@@ -170,12 +180,15 @@ async def main(seconds: float, rounds: int, n_nodes: int) -> dict[str, dict[str,
         for workload, tasks in (("sequential", 1), ("concurrent", 50)):
             names = [f"bench:{workload}:{i}" for i in range(tasks)]
             keys = [f"redlock:{{{name}}}".encode() for name in names]
-            bare, close_bare = await bare_floor([s.port for s in servers], keys)
+            ports = [s.port for s in servers]
+            bare, close_bare = await bare_floor(ports, keys)
+            unbatched, close_unbatched = await bare_floor(ports, keys, coalesce=False)
             lean = Redlock(urls)
             via_redis_py = Redlock([redis.asyncio.Redis(port=s.port) for s in servers])
             contenders: dict[str, Grant] = {
                 "floor (a) redis-py": await redis_py_floor(clients, keys),
                 "floor (b) bare protocol": bare,
+                "bare protocol, one write per command": unbatched,
                 "redlock_async (URLs, lean driver)": library(lean, names),
                 "redlock_async (redis-py clients)": library(via_redis_py, names),
             }
@@ -196,6 +209,7 @@ async def main(seconds: float, rounds: int, n_nodes: int) -> dict[str, dict[str,
                     results[label].rates.append(rate)
                     results[label].latencies.extend(latencies)
             close_bare()
+            close_unbatched()
             await lean.aclose()
             await via_redis_py.aclose()
             floor_a = results["floor (a) redis-py"].rate
