@@ -18,6 +18,9 @@ from ._errors import NodeTimeoutError as NodeTimeoutError
 from ._errors import RedlockError as RedlockError
 from ._lock import Lock as Lock
 from ._redlock import Redlock as Redlock
+from ._rwlock import ReadLock as ReadLock
+from ._rwlock import RWLock as RWLock
+from ._rwlock import WriteLock as WriteLock
 
 __version__ = "0.1.0"
 
@@ -32,9 +35,12 @@ __all__ = [
     "NodeError",
     "NodeResponseError",
     "NodeTimeoutError",
+    "RWLock",
+    "ReadLock",
     "Redlock",
     "RedlockConfig",
     "RedlockError",
+    "WriteLock",
     "__version__",
 ]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from ._errors import ConfigurationError
 from ._keys import check_prefix
@@ -17,9 +17,21 @@ from ._keys import check_prefix
 if TYPE_CHECKING:
     from ._lock import Lock
 
-__all__ = ["LockOptions", "OnLost", "RedlockConfig", "check_seconds"]
+__all__ = ["LockKeywords", "LockOptions", "OnLost", "RedlockConfig", "check_seconds"]
 
 OnLost = Callable[["Lock"], object]
+
+
+class LockKeywords(TypedDict, total=False):
+    """The keywords every lock factory takes (see :class:`LockOptions`)."""
+
+    ttl: float
+    auto_extend: bool
+    timeout: float | None
+    fencing: bool
+    cancel_on_lost: bool
+    fair: bool
+    on_lost: OnLost | None
 
 
 def check_seconds(

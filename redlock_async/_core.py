@@ -18,7 +18,6 @@ from ._errors import RedlockError
 from ._keys import lock_key
 from ._node import Command, Node
 from ._quorum import Quorum, Tally, quorum_of
-from ._scripts import RELEASE
 
 if TYPE_CHECKING:
     from ._lock import Lock
@@ -83,8 +82,8 @@ class Core:
         self.closed = True
         self._quorum.close()
 
-    def undo(self, tally: Tally, key: bytes, token: bytes) -> None:
-        """Release ``token`` wherever ``tally``'s command may have taken effect.
+    def undo(self, tally: Tally, release: Command) -> None:
+        """Run ``release`` wherever ``tally``'s command may have taken effect.
 
         That is every node that said yes, failed (a broken connection may still
         have run the command) or has not answered yet; the release is ordered
@@ -97,7 +96,7 @@ class Core:
             if not (type(reply) is int and reply == 0)  # a plain "no" wrote nothing
         ]
         if targets and not self.closed:
-            self.fanout(Command(RELEASE, (key,), (token,)), after=tally, only=targets)
+            self.fanout(release, after=tally, only=targets)
 
 
 def _no_renewal(lock: Lock) -> None:

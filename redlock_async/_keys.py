@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ._errors import ConfigurationError
 
-__all__ = ["check_name", "check_prefix", "lock_key"]
+__all__ = ["check_name", "check_prefix", "lock_key", "rw_keys"]
 
 _ESCAPES = str.maketrans({"%": "%25", "{": "%7B", "}": "%7D"})
 
@@ -42,3 +42,13 @@ def check_prefix(prefix: object) -> str:
 def lock_key(prefix: str, name: str) -> bytes:
     """The key holding an exclusive grant's token."""
     return f"{prefix}{{{name.translate(_ESCAPES)}}}".encode()
+
+
+def rw_keys(prefix: str, name: str) -> tuple[bytes, bytes, bytes]:
+    """The keys of a read-write lock: writer, reader set, writer-waiting marker.
+
+    They share the exclusive lock key's hash tag (one slot), with suffixes that
+    keep them apart from it: ``redlock:{NAME}:w``, ``:r`` and ``:ww``.
+    """
+    base = lock_key(prefix, name)
+    return base + b":w", base + b":r", base + b":ww"

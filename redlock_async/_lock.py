@@ -64,6 +64,7 @@ class Lock:
         "_errors",
         "_grant",
         "_key",
+        "_last_attempt",
         "_lost",
         "_lost_error",
         "_lost_event",
@@ -88,6 +89,7 @@ class Lock:
         self._cancel_requested = False
         self._renew_timer: asyncio.TimerHandle | None = None
         self._renewing: Tally | None = None
+        self._last_attempt: Tally | None = None  # for cleanup ordered after it
 
     # -- public properties -------------------------------------------------
 
@@ -183,8 +185,16 @@ class Lock:
         finally:
             self._acquiring = False
 
+    # The commands of one grant's life; the read-write lock's views override them.
+
     def _acquire_command(self, token: bytes, ttl: float) -> Command:
         return Command(ACQUIRE, (self._key,), (token, ttl_ms(ttl)))
+
+    def _release_command(self, token: bytes) -> Command:
+        return Command(RELEASE, (self._key,), (token,))
+
+    def _extend_command(self, token: bytes, ttl: float) -> Command:
+        return Command(EXTEND, (self._key,), (token, ttl_ms(ttl)))
 
     async def _attempt(self) -> bool:
         core = self._core
@@ -192,12 +202,12 @@ class Lock:
         token = core.new_token()
         command = self._acquire_command(token, ttl)
         started = core.clock()
-        tally = core.fanout(command)
+        tally = self._last_attempt = core.fanout(command)
         try:
             granted = await tally.decided
         except asyncio.CancelledError:
             tally.abandon()
-            core.undo(tally, self._key, token)
+            core.undo(tally, self._release_command(token))
             raise
         if granted:
             now = core.clock()
@@ -213,13 +223,13 @@ class Lock:
                     core.start_renewal(self)
                 return True
         self._errors = tally.errors()
-        core.undo(tally, self._key, token)
+        core.undo(tally, self._release_command(token))
         return False
 
     # -- extend ------------------------------------------------------------
 
     def _send_extend(self, grant: Grant, ttl: float) -> Tally:
-        return self._core.fanout(Command(EXTEND, (self._key,), (grant.token, ttl_ms(ttl))))
+        return self._core.fanout(self._extend_command(grant.token, ttl))
 
     def _judge_extend(self, grant: Grant, tally: Tally, started: float, ttl: float) -> Verdict:
         """Apply one extend fan-out's outcome to ``grant``."""
@@ -295,7 +305,7 @@ class Lock:
         self._drop(grant)
         core = self._core
         expired = core.clock() >= grant.validity_end
-        tally = core.fanout(Command(RELEASE, (self._key,), (grant.token,)), after=grant.acquired)
+        tally = core.fanout(self._release_command(grant.token), after=grant.acquired)
         released = await tally.decided
         if expired:
             raise LockNotOwned(
@@ -341,7 +351,7 @@ class Lock:
         self._lost_error = error
         _log.warning("redlock_async: %s", error)
         # Remnants on a minority would only block the next holder until expiry.
-        self._core.undo(grant.acquired, self._key, grant.token)
+        self._core.undo(grant.acquired, self._release_command(grant.token))
         if self._lost_event is not None:
             self._lost_event.set()
         on_lost = self._options.on_lost

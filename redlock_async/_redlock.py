@@ -20,6 +20,7 @@ from ._node import Node
 from ._redispy import RedisPyNode
 from ._renew import start_renewal
 from ._resp import RespNode
+from ._rwlock import RWLock
 from ._scripts import ALL_SCRIPTS
 
 __all__ = ["NodeSpec", "Redlock"]
@@ -127,6 +128,28 @@ class Redlock:
         with the lock when a held grant is lost.
         """
         self._core.check_open()
+        options = self._lock_options(
+            ttl=ttl,
+            auto_extend=auto_extend,
+            timeout=timeout,
+            fencing=fencing,
+            cancel_on_lost=cancel_on_lost,
+            fair=fair,
+            on_lost=on_lost,
+        )
+        return Lock(self._core, name, options)
+
+    def _lock_options(
+        self,
+        *,
+        ttl: float = 30.0,
+        auto_extend: bool = True,
+        timeout: float | None = None,
+        fencing: bool = False,
+        cancel_on_lost: bool = True,
+        fair: bool = False,
+        on_lost: OnLost | None = None,
+    ) -> LockOptions:
         spec = (ttl, auto_extend, timeout, fencing, cancel_on_lost, fair, on_lost)
         options = None
         # Only exact types may share a cache entry: True == 1, yet ttl=True is an error.
@@ -154,7 +177,18 @@ class Redlock:
             if cacheable and len(self._options) < 256:
                 with contextlib.suppress(TypeError):
                     self._options[spec] = options
-        return Lock(self._core, name, options)
+        return options
+
+    def rwlock(self, name: str) -> RWLock:
+        """A read-write lock on ``name``: ``.read(...)`` and ``.write(...)`` take
+        the keywords of :meth:`lock` and return lock objects like it.
+
+        Readers share the lock; a writer excludes readers and other writers. A
+        writer waiting for readers stops new readers from joining, so a steady
+        stream of readers cannot starve it. Read-to-write upgrade is refused.
+        """
+        self._core.check_open()
+        return RWLock(self._core, name, self._lock_options)
 
     async def aclose(self) -> None:
         """Stop renewals and close the connections this Redlock opened.

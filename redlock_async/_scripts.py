@@ -11,7 +11,17 @@ import hashlib
 from dataclasses import dataclass
 from importlib import resources
 
-__all__ = ["ACQUIRE", "ALL_SCRIPTS", "EXTEND", "RELEASE", "Script"]
+__all__ = [
+    "ACQUIRE",
+    "ALL_SCRIPTS",
+    "EXTEND",
+    "READ_ACQUIRE",
+    "READ_EXTEND",
+    "READ_RELEASE",
+    "RELEASE",
+    "WRITE_ACQUIRE",
+    "Script",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,5 +44,17 @@ class Script:
 ACQUIRE = Script.load("acquire")
 RELEASE = Script.load("release")
 EXTEND = Script.load("extend")
+READ_ACQUIRE = Script.load("rw_read_acquire")
+READ_RELEASE = Script.load("rw_read_release")
+READ_EXTEND = Script.load("rw_read_extend")
+WRITE_ACQUIRE = Script.load("rw_write_acquire")
 
-ALL_SCRIPTS: tuple[Script, ...] = (ACQUIRE, RELEASE, EXTEND)
+ALL_SCRIPTS: tuple[Script, ...] = (
+    ACQUIRE,
+    RELEASE,
+    EXTEND,
+    READ_ACQUIRE,
+    READ_RELEASE,
+    READ_EXTEND,
+    WRITE_ACQUIRE,
+)

@@ -17,9 +17,12 @@ def test_export_list_is_pinned() -> None:
         "NodeError",
         "NodeResponseError",
         "NodeTimeoutError",
+        "RWLock",
+        "ReadLock",
         "Redlock",
         "RedlockConfig",
         "RedlockError",
+        "WriteLock",
         "__version__",
     }
 

@@ -92,7 +92,7 @@ async def test_cleanup_waits_for_the_in_flight_command_on_unordered_nodes() -> N
     group[0].answer(1)
     group[1].answer(0)
     acquire.abandon()
-    core.undo(acquire, b"k", b"tok")
+    core.undo(acquire, Command(RELEASE, [b"k"], [b"tok"]))
     # Node 0 said yes: released now. Node 1 said no: left alone.
     assert group[0].sent[-1] == ("release", (b"tok",))
     assert [name for name, _ in group[1].sent] == ["acquire"]
@@ -106,7 +106,7 @@ async def test_ordered_nodes_get_cleanup_at_once() -> None:
     group = nodes(3)
     core = Core(group, RedlockConfig(node_timeout=10.0))
     acquire = core.fanout(Command(ACQUIRE, [b"k"], [b"tok", 100]))
-    core.undo(acquire, b"k", b"tok")
+    core.undo(acquire, Command(RELEASE, [b"k"], [b"tok"]))
     assert all(node.sent[-1][0] == RELEASE.name for node in group)
 
 
