@@ -72,6 +72,8 @@ class RedlockConfig:
     """Base wait between acquire attempts, seconds. Default 0.2."""
     retry_jitter: float = 0.2
     """Extra uniform random wait in [0, retry_jitter), seconds. Default 0.2."""
+    wake_on_release: bool = True
+    """Wake waiters through pub/sub when a lock is released. Default True."""
 
     def __post_init__(self) -> None:
         check_prefix(self.prefix)
@@ -84,6 +86,10 @@ class RedlockConfig:
         if isinstance(factor, bool) or not isinstance(factor, int | float) or not 0 <= factor < 1:
             raise ConfigurationError(f"drift_factor must be in [0, 1), not {factor!r}")
         object.__setattr__(self, "drift_factor", float(factor))
+        if not isinstance(self.wake_on_release, bool):
+            raise ConfigurationError(
+                f"wake_on_release must be a bool, not {self.wake_on_release!r}"
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,6 +18,7 @@ from ._errors import RedlockError
 from ._keys import lock_key
 from ._node import Command, Node
 from ._quorum import Quorum, Tally, quorum_of
+from ._wake import WakeHub
 
 if TYPE_CHECKING:
     from ._lock import Lock
@@ -46,6 +47,10 @@ class Core:
         self.nodes = tuple(nodes)
         self.quorum = quorum_of(len(self.nodes))
         self._quorum = Quorum(self.nodes, config.node_timeout)
+        self.wake: WakeHub | None = None
+        if config.wake_on_release:
+            hub = WakeHub([node.wake_address for node in self.nodes], config.node_timeout)
+            self.wake = hub if hub.enabled else None
         # The hot path calls this once per acquire and release: no extra frame.
         self.fanout = self._quorum.fanout
         self.config = config

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ._errors import ConfigurationError
 
-__all__ = ["check_name", "check_prefix", "lock_key", "rw_keys"]
+__all__ = ["check_name", "check_prefix", "lock_key", "rw_keys", "wake_channel"]
 
 _ESCAPES = str.maketrans({"%": "%25", "{": "%7B", "}": "%7D"})
 
@@ -52,3 +52,8 @@ def rw_keys(prefix: str, name: str) -> tuple[bytes, bytes, bytes]:
     """
     base = lock_key(prefix, name)
     return base + b":w", base + b":r", base + b":ww"
+
+
+def wake_channel(prefix: str, name: str) -> bytes:
+    """The sharded pub/sub channel on which releases of ``name`` are announced."""
+    return lock_key(prefix, name) + b":wake"

@@ -17,6 +17,7 @@ from ._node import Command
 from ._quorum import Tally
 from ._scripts import ACQUIRE, EXTEND, RELEASE
 from ._timing import validity
+from ._wake import Subscription
 
 __all__ = ["Grant", "Lock"]
 
@@ -167,31 +168,48 @@ class Lock:
             limit = check_seconds("timeout", timeout, allow_none=True)
         deadline = None if limit is None else core.clock() + limit
         self._acquiring = True
+        subscription: Subscription | None = None
         try:
-            while True:
+            if await self._attempt():
+                return True
+            if not blocking:
+                return False
+            if core.wake is not None:
+                # Listen for releases, then try once more at once: a release
+                # that came before the subscription would otherwise be missed.
+                subscription = await core.wake.subscribe(self._key + b":wake")
                 if await self._attempt():
                     return True
-                if not blocking:
-                    return False
+            while True:
                 delay = core.retry_delay()
                 if deadline is not None:
                     remaining = deadline - core.clock()
                     if remaining <= 0:
                         return False
                     delay = min(delay, remaining)
-                await asyncio.sleep(delay)
+                if subscription is not None:
+                    await subscription.wait(delay)  # early on a release; a hint only
+                else:
+                    await asyncio.sleep(delay)
                 if deadline is not None and core.clock() >= deadline:
                     return False
+                if await self._attempt():
+                    return True
         finally:
             self._acquiring = False
+            if subscription is not None:
+                subscription.close()
 
     # The commands of one grant's life; the read-write lock's views override them.
 
     def _acquire_command(self, token: bytes, ttl: float) -> Command:
         return Command(ACQUIRE, (self._key,), (token, ttl_ms(ttl)))
 
-    def _release_command(self, token: bytes) -> Command:
-        return Command(RELEASE, (self._key,), (token,))
+    def _release_command(self, token: bytes, announce: bool = False) -> Command:
+        # Only real releases announce themselves: rolling back a failed
+        # attempt must not wake every waiter (they would stampede).
+        keys = (self._key, self._key + b":wake") if announce else (self._key,)
+        return Command(RELEASE, keys, (token,))
 
     def _extend_command(self, token: bytes, ttl: float) -> Command:
         return Command(EXTEND, (self._key,), (token, ttl_ms(ttl)))
@@ -305,7 +323,8 @@ class Lock:
         self._drop(grant)
         core = self._core
         expired = core.clock() >= grant.validity_end
-        tally = core.fanout(self._release_command(grant.token), after=grant.acquired)
+        announce = core.wake is not None
+        tally = core.fanout(self._release_command(grant.token, announce), after=grant.acquired)
         released = await tally.decided
         if expired:
             raise LockNotOwned(

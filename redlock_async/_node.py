@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from ._address import Address
 from ._errors import NodeError
 from ._scripts import Script
 
@@ -77,6 +78,11 @@ class Node(Protocol):
     @property
     def ordered(self) -> bool:
         """True when commands run on the server in the order they were sent."""
+        ...
+
+    @property
+    def wake_address(self) -> Address | None:
+        """Where to subscribe for release announcements; None: waiters poll."""
         ...
 
     def run(self, command: Command, sink: Sink, index: int) -> None:

@@ -13,6 +13,7 @@ import logging
 import redis.exceptions
 from redis.asyncio import Redis, RedisCluster
 
+from ._address import Address
 from ._errors import NodeConnectionError, NodeError, NodeResponseError, NodeTimeoutError
 from ._node import Command, Reply, Sink, stall_limit
 
@@ -75,6 +76,10 @@ class RedisPyNode:
     @property
     def name(self) -> str:
         return self._name
+
+    @property
+    def wake_address(self) -> Address | None:
+        return None  # redis-py pub/sub is not wired in: waiters on this node poll
 
     def __repr__(self) -> str:
         return f"RedisPyNode({self._name!r})"

@@ -42,7 +42,9 @@ class Redlock:
     - ``node_timeout`` [0.05]: per-node, per-command timeout, seconds;
     - ``drift_factor`` [0.01]: clock drift allowance, ``ttl * drift_factor + 0.002``;
     - ``retry_delay`` [0.2], ``retry_jitter`` [0.2]: wait between attempts is
-      ``retry_delay`` plus uniform random ``[0, retry_jitter)``.
+      ``retry_delay`` plus uniform random ``[0, retry_jitter)``;
+    - ``wake_on_release`` [True]: waiters subscribe to the lock's release
+      announcements and retry at once, instead of only after the retry delay.
 
     Raises ConfigurationError for bad arguments. Nothing connects until the
     first command; close with ``await redlock.aclose()`` or ``async with``.
@@ -57,6 +59,7 @@ class Redlock:
         drift_factor: float = 0.01,
         retry_delay: float = 0.2,
         retry_jitter: float = 0.2,
+        wake_on_release: bool = True,
     ) -> None:
         config = RedlockConfig(
             prefix=prefix,
@@ -64,6 +67,7 @@ class Redlock:
             drift_factor=drift_factor,
             retry_delay=retry_delay,
             retry_jitter=retry_jitter,
+            wake_on_release=wake_on_release,
         )
         if isinstance(nodes, str | bytes) or not isinstance(nodes, Sequence):
             raise ConfigurationError(
@@ -203,6 +207,8 @@ class Redlock:
         for lock in list(core.renewing):
             lock._cancel_renewal_timer()
         core.renewing.clear()
+        if core.wake is not None:
+            await core.wake.aclose()
         results = await asyncio.gather(
             *(node.aclose() for node in core.nodes), return_exceptions=True
         )

@@ -161,6 +161,10 @@ class RespNode:
     def name(self) -> str:
         return self._address.display
 
+    @property
+    def wake_address(self) -> Address | None:
+        return self._address
+
     def __repr__(self) -> str:
         return f"RespNode({self._address.display!r})"
 

@@ -103,8 +103,11 @@ class ReadLock(Lock):
         keys = (rw.writer_key, rw.readers_key, rw.waiting_key)
         return Command(READ_ACQUIRE, keys, (token, ttl_ms(ttl)))
 
-    def _release_command(self, token: bytes) -> Command:
-        return Command(READ_RELEASE, (self._rw.readers_key,), (token,))
+    def _release_command(self, token: bytes, announce: bool = False) -> Command:
+        keys: tuple[bytes, ...] = (self._rw.readers_key,)
+        if announce:
+            keys += (self._key + b":wake",)
+        return Command(READ_RELEASE, keys, (token,))
 
     def _extend_command(self, token: bytes, ttl: float) -> Command:
         return Command(READ_EXTEND, (self._rw.readers_key,), (token, ttl_ms(ttl)))
@@ -141,8 +144,11 @@ class WriteLock(Lock):
         keys = (rw.writer_key, rw.readers_key, rw.waiting_key)
         return Command(WRITE_ACQUIRE, keys, (token, ttl_ms(ttl), self._waiter, self._marker_ms()))
 
-    def _release_command(self, token: bytes) -> Command:
-        return Command(RELEASE, (self._rw.writer_key,), (token,))
+    def _release_command(self, token: bytes, announce: bool = False) -> Command:
+        keys: tuple[bytes, ...] = (self._rw.writer_key,)
+        if announce:
+            keys += (self._key + b":wake",)
+        return Command(RELEASE, keys, (token,))
 
     def _extend_command(self, token: bytes, ttl: float) -> Command:
         return Command(EXTEND, (self._rw.writer_key,), (token, ttl_ms(ttl)))
@@ -161,5 +167,7 @@ class WriteLock(Lock):
             # it: after giving up, on cancellation, and after a grant that
             # needed more than a clean first attempt. Nobody awaits this.
             if last is not None and not (granted and last.yes == last.n):
-                unwait = Command(RELEASE, (self._rw.waiting_key,), (self._waiter,))
+                # Readers held back by the marker may be waiting: announce it.
+                keys = (self._rw.waiting_key, self._key + b":wake")
+                unwait = Command(RELEASE, keys, (self._waiter,))
                 self._core.fanout(unwait, after=last)

@@ -1,0 +1,228 @@
+"""Waiters woken by releases: one sharded pub/sub connection per node.
+
+A release script announces itself on the lock's channel (``SPUBLISH``). A
+waiting ``acquire()`` subscribes to that channel on every node and retries as
+soon as any node announces a release, falling back to its jittered retry
+delay when nothing comes: a message is a hint, never the source of truth, so
+a lost one costs at most one retry delay.
+
+Subscriptions are shared: one connection per node per Redlock, one
+``SSUBSCRIBE`` per channel however many waiters, ``SUNSUBSCRIBE`` when the
+last waiter of a channel leaves. Nodes reached through redis-py (TLS,
+Cluster, clients passed in) are not subscribed: their waiters poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import hiredis
+
+from ._address import Address
+
+__all__ = ["Subscription", "WakeHub"]
+
+_log = logging.getLogger("redlock_async")
+_pack: Any = hiredis.pack_command
+
+
+class _SubConn(asyncio.Protocol):
+    def __init__(self, subscriber: _Subscriber, loop: asyncio.AbstractEventLoop) -> None:
+        self.subscriber = subscriber
+        self.reader = hiredis.Reader()
+        self.transport: asyncio.Transport | None = None
+        self.closed: asyncio.Future[None] = loop.create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.reader.feed(data)
+        while (message := self.reader.gets()) is not False:
+            if isinstance(message, list) and len(message) >= 2:
+                self.subscriber.dispatch(message)
+            elif isinstance(message, hiredis.ReplyError):
+                self.subscriber.refused(str(message))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        self.subscriber.lost(self)
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+class _Subscriber:
+    """The pub/sub connection to one node, made on first use."""
+
+    def __init__(self, hub: WakeHub, address: Address) -> None:
+        self.hub = hub
+        self.address = address
+        self.conn: _SubConn | None = None
+        self.connecting: asyncio.Task[None] | None = None
+        self.confirmed: dict[bytes, asyncio.Future[None]] = {}
+        self.disabled = False
+
+    async def ensure(self, channel: bytes) -> None:
+        """Subscribe to ``channel`` and wait for the node's confirmation."""
+        if self.disabled:
+            return
+        loop = asyncio.get_running_loop()
+        if self.conn is None:
+            if self.connecting is None:
+                self.connecting = loop.create_task(self._connect())
+            await asyncio.shield(self.connecting)
+            if self.conn is None:
+                return  # the node is down: its waiters poll
+        future = self.confirmed.get(channel)
+        if future is None:
+            future = self.confirmed[channel] = loop.create_future()
+            self._send(b"SSUBSCRIBE", channel)
+        await asyncio.shield(future)
+
+    async def _connect(self) -> None:
+        loop = asyncio.get_running_loop()
+        address = self.address
+        try:
+            async with asyncio.timeout(self.hub.connect_timeout):
+                if address.path is not None:
+                    _, conn = await loop.create_unix_connection(
+                        lambda: _SubConn(self, loop), address.path
+                    )
+                else:
+                    _, conn = await loop.create_connection(
+                        lambda: _SubConn(self, loop), address.host or "localhost", address.port
+                    )
+        except (OSError, TimeoutError) as exc:
+            _log.debug("redlock_async: no wake-up connection to %s: %s", address.display, exc)
+            return
+        finally:
+            self.connecting = None
+        if self.disabled:  # closed while connecting
+            if conn.transport is not None:
+                conn.transport.close()
+            return
+        self.conn = conn
+        if address.password is not None:
+            auth: tuple[object, ...] = (b"AUTH", address.password)
+            if address.username is not None:
+                auth = (b"AUTH", address.username, address.password)
+            self._send(*auth)
+
+    def _send(self, *command: object) -> None:
+        if self.conn is not None and self.conn.transport is not None:
+            self.conn.transport.write(_pack(command))
+
+    def dispatch(self, message: list[Any]) -> None:
+        kind = message[0]
+        if kind in (b"smessage", b"message"):
+            self.hub.notify(message[1])
+        elif kind == b"ssubscribe":
+            future = self.confirmed.get(message[1])
+            if future is not None and not future.done():
+                future.set_result(None)
+
+    def refused(self, message: str) -> None:
+        # No sharded pub/sub here (Redis < 7) or no permission: stop asking;
+        # this node's waiters poll.
+        _log.info("redlock_async: no wake-ups from %s: %s", self.address.display, message)
+        self.disabled = True
+        for future in self.confirmed.values():
+            if not future.done():
+                future.set_result(None)
+        if self.conn is not None and self.conn.transport is not None:
+            self.conn.transport.close()
+
+    def drop(self, channel: bytes) -> None:
+        if self.confirmed.pop(channel, None) is not None:
+            self._send(b"SUNSUBSCRIBE", channel)
+
+    def lost(self, conn: _SubConn) -> None:
+        if self.conn is conn:
+            self.conn = None
+            # Pending confirmations will never come; waiters fall back to polling.
+            for future in self.confirmed.values():
+                if not future.done():
+                    future.set_result(None)
+            self.confirmed.clear()
+
+    async def aclose(self) -> None:
+        self.disabled = True
+        if self.connecting is not None:
+            self.connecting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.connecting
+        conn = self.conn
+        if conn is not None and conn.transport is not None:
+            conn.transport.close()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1.0):
+                    await conn.closed
+
+
+class Subscription:
+    """One waiter's interest in a channel; ``wait(timeout)`` returns early on a release."""
+
+    def __init__(self, hub: WakeHub, channel: bytes) -> None:
+        self._hub = hub
+        self.channel = channel
+        self.event = asyncio.Event()
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds; True if a release was announced."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self.event.wait()
+        woken = self.event.is_set()
+        self.event.clear()
+        return woken
+
+    def close(self) -> None:
+        self._hub._leave(self)
+
+
+class WakeHub:
+    """The pub/sub side of one Redlock: subscribers per node, waiters per channel."""
+
+    def __init__(self, addresses: Sequence[Address | None], node_timeout: float) -> None:
+        self._subscribers = [_Subscriber(self, a) for a in addresses if a is not None]
+        self._waiters: dict[bytes, set[Subscription]] = {}
+        self.node_timeout = node_timeout
+        self.connect_timeout = max(node_timeout, 0.5)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self._subscribers)
+
+    async def subscribe(self, channel: bytes) -> Subscription:
+        """Join ``channel``; returns once the nodes confirmed (or node_timeout passed)."""
+        subscription = Subscription(self, channel)
+        waiters = self._waiters.setdefault(channel, set())
+        waiters.add(subscription)
+        pending = [asyncio.ensure_future(s.ensure(channel)) for s in self._subscribers]
+        # A slow or dead node must not hold the waiter back: it just won't wake it.
+        _, late = await asyncio.wait(pending, timeout=self.node_timeout)
+        for task in late:
+            task.cancel()
+        return subscription
+
+    def notify(self, channel: bytes) -> None:
+        for subscription in self._waiters.get(channel, ()):
+            subscription.event.set()
+
+    def _leave(self, subscription: Subscription) -> None:
+        waiters = self._waiters.get(subscription.channel)
+        if waiters is None:
+            return
+        waiters.discard(subscription)
+        if not waiters:
+            del self._waiters[subscription.channel]
+            for subscriber in self._subscribers:
+                subscriber.drop(subscription.channel)
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(s.aclose() for s in self._subscribers))
