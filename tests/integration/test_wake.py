@@ -1,0 +1,103 @@
+"""Waiters woken by releases (sharded pub/sub), against real nodes."""
+
+from __future__ import annotations
+
+import asyncio
+
+from redlock_async import Redlock
+from redlock_async.testing import RedisNodes
+
+from ..conftest import MakeRedlock, eventually
+
+CHANNEL = b"redlock:{job}:wake"
+
+
+def subscribers(nodes: RedisNodes) -> list[int]:
+    counts = []
+    for node in nodes:
+        ((_, count),) = node.client().pubsub_shardnumsub(CHANNEL)
+        counts.append(int(count))
+    return counts
+
+
+async def test_waiter_is_woken_by_the_release(redis_nodes: RedisNodes) -> None:
+    # A retry delay far longer than the test: only a wake-up can hand over in time.
+    async with Redlock(redis_nodes.urls, retry_delay=60.0, retry_jitter=0.0) as redlock:
+        holder = redlock.lock("job", ttl=10.0)
+        assert await holder.acquire()
+        waiter = asyncio.ensure_future(redlock.lock("job", ttl=10.0).acquire(timeout=50.0))
+        assert await eventually(lambda: subscribers(redis_nodes) == [1, 1, 1])
+        await holder.release()
+        assert await asyncio.wait_for(waiter, 30.0)
+
+
+async def test_subscriptions_are_shared_and_dropped(redis_nodes: RedisNodes) -> None:
+    async with Redlock(redis_nodes.urls, retry_delay=60.0, retry_jitter=0.0) as redlock:
+        holder = redlock.lock("job", ttl=10.0)
+        assert await holder.acquire()
+        waiters = [
+            asyncio.ensure_future(redlock.lock("job", ttl=10.0).acquire(timeout=50.0))
+            for _ in range(20)
+        ]
+        # Twenty waiters, one subscription per node.
+        assert await eventually(lambda: subscribers(redis_nodes) == [1, 1, 1])
+        for node in redis_nodes:
+            clients = node.client().client_list()
+            assert sum(1 for c in clients if int(c.get("ssub", 0)) > 0) == 1
+        # Some give up (cancelled); the rest are handed the lock one by one.
+        for task in waiters[:5]:
+            task.cancel()
+        await holder.release()
+        done, rest = await asyncio.wait(
+            waiters[5:], timeout=30.0, return_when=asyncio.FIRST_COMPLETED
+        )
+        assert len(done) == 1  # one of them was woken and won
+        assert done.pop().result() is True
+        for task in rest:
+            task.cancel()
+        await asyncio.gather(*waiters, return_exceptions=True)
+        assert await eventually(lambda: subscribers(redis_nodes) == [0, 0, 0])
+        hub = redlock._core.wake
+        assert hub is not None
+        assert hub._waiters == {}
+
+
+async def test_every_waiter_is_served_in_turn(redis_nodes: RedisNodes) -> None:
+    async with Redlock(redis_nodes.urls, retry_delay=60.0, retry_jitter=0.0) as redlock:
+        served = 0
+
+        async def worker() -> None:
+            nonlocal served
+            async with redlock.lock("job", ttl=10.0, timeout=50.0):
+                served += 1
+                await asyncio.sleep(0.005)
+
+        await asyncio.wait_for(asyncio.gather(*(worker() for _ in range(8))), 30.0)
+        assert served == 8
+
+
+async def test_without_wake_ups_waiters_poll(make_redlock: MakeRedlock) -> None:
+    redlock = make_redlock(wake_on_release=False, retry_delay=0.05, retry_jitter=0.05)
+    assert redlock._core.wake is None
+    holder = redlock.lock("job", ttl=10.0)
+    assert await holder.acquire()
+    waiter = asyncio.ensure_future(redlock.lock("job", ttl=10.0).acquire(timeout=10.0))
+    await asyncio.sleep(0.2)
+    await holder.release()
+    assert await waiter
+
+
+async def test_rwlock_waiters_are_woken(redis_nodes: RedisNodes) -> None:
+    async with Redlock(redis_nodes.urls, retry_delay=60.0, retry_jitter=0.0) as redlock:
+        rw = redlock.rwlock("job")
+        reader = rw.read(ttl=10.0)
+        assert await asyncio.ensure_future(reader.acquire())  # held by another task
+        writer = rw.write(ttl=10.0)
+        writer_task = asyncio.ensure_future(writer.acquire(timeout=50.0))
+        assert await eventually(lambda: subscribers(redis_nodes) == [1, 1, 1])
+        await reader.release()  # the last reader leaving wakes the writer
+        assert await asyncio.wait_for(writer_task, 30.0)
+        late_reader = asyncio.ensure_future(rw.read(ttl=10.0).acquire(timeout=50.0))
+        assert await eventually(lambda: subscribers(redis_nodes) == [1, 1, 1])
+        await writer.release()  # the writer's release wakes the reader
+        assert await asyncio.wait_for(late_reader, 30.0)
