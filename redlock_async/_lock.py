@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Final, Literal, Self
 
-from ._config import LockOptions, check_seconds
+from ._config import LockOptions, RedlockConfig, check_seconds
 from ._core import Core
 from ._errors import LockLost, LockNotAcquired, LockNotOwned, NodeError, RedlockError
 from ._keys import check_name
 from ._node import Command
 from ._quorum import Tally
-from ._scripts import ACQUIRE, EXTEND, RELEASE
+from ._scripts import ACQUIRE, EXTEND, FAIR_ACQUIRE, FAIR_LEAVE, RELEASE
 from ._timing import validity
 from ._wake import Subscription
 
@@ -43,6 +45,19 @@ class Grant:
     validity_end: float  # monotonic time after which the grant may be gone
     acquired: Tally  # the acquire fan-out: later commands are ordered after it
     fencing_token: int | None = None
+
+
+def fair_heartbeat(config: RedlockConfig) -> float:
+    """How long a fair waiter's queue entry lives without being refreshed.
+
+    A crashed waiter stops blocking the queue after this; live waiters refresh
+    their entry with every attempt, at least three times per heartbeat.
+    """
+    return max(1.0, 10.0 * config.node_timeout)
+
+
+def fair_heartbeat_ms(config: RedlockConfig) -> int:
+    return ttl_ms(fair_heartbeat(config))
 
 
 def ttl_ms(ttl: float) -> int:
@@ -73,7 +88,11 @@ class Lock:
         "_options",
         "_renew_timer",
         "_renewing",
+        "_ticket",
+        "_waiter",
     )
+
+    _kind = b"x:"  # queue-entry prefix of fair waiters: exclusive
 
     def __init__(self, core: Core, name: str, options: LockOptions) -> None:
         self._core = core
@@ -91,6 +110,8 @@ class Lock:
         self._renew_timer: asyncio.TimerHandle | None = None
         self._renewing: Tally | None = None
         self._last_attempt: Tally | None = None  # for cleanup ordered after it
+        self._waiter = b""  # fair mode: queue entry id, stable across attempts
+        self._ticket = b""  # fair mode: arrival time, orders the queue
 
     # -- public properties -------------------------------------------------
 
@@ -168,9 +189,17 @@ class Lock:
             limit = check_seconds("timeout", timeout, allow_none=True)
         deadline = None if limit is None else core.clock() + limit
         self._acquiring = True
+        self._last_attempt = None
         subscription: Subscription | None = None
+        fair = self._options.fair
+        if fair:
+            # The ticket: arrival time, the same on every node; the id breaks ties.
+            self._waiter = self._kind + secrets.token_hex(8).encode()
+            self._ticket = f"{time.time() * 1000:.3f}".encode()
+        granted = False
         try:
             if await self._attempt():
+                granted = True
                 return True
             if not blocking:
                 return False
@@ -179,9 +208,12 @@ class Lock:
                 # that came before the subscription would otherwise be missed.
                 subscription = await core.wake.subscribe(self._key + b":wake")
                 if await self._attempt():
+                    granted = True
                     return True
             while True:
                 delay = core.retry_delay()
+                if fair:  # attempts are also the queue entry's heartbeat
+                    delay = min(delay, fair_heartbeat(core.config) / 3)
                 if deadline is not None:
                     remaining = deadline - core.clock()
                     if remaining <= 0:
@@ -194,15 +226,45 @@ class Lock:
                 if deadline is not None and core.clock() >= deadline:
                     return False
                 if await self._attempt():
+                    granted = True
                     return True
         finally:
             self._acquiring = False
             if subscription is not None:
                 subscription.close()
+            self._attempts_over(granted)
+
+    def _attempts_over(self, granted: bool) -> None:
+        """acquire() stopped trying: leave the fair queue wherever we may be in it.
+
+        Nobody awaits this (it must also run on cancellation). A waiter that
+        gave up announces it, since the next one may now be at the head.
+        """
+        last = self._last_attempt
+        if self._options.fair and last is not None and not (granted and last.yes == last.n):
+            queue, beats = self._queue_keys()
+            keys = (queue, beats) if granted else (queue, beats, self._key + b":wake")
+            self._core.fanout(Command(FAIR_LEAVE, keys, (self._waiter,)), after=last)
+
+    def _queue_keys(self) -> tuple[bytes, bytes]:
+        return self._key + b":q", self._key + b":qh"
+
+    def _fair_command(self, token: bytes, ttl: float, lock_key: bytes, readers: bytes) -> Command:
+        queue, beats = self._queue_keys()
+        args = (
+            token,
+            ttl_ms(ttl),
+            self._waiter,
+            self._ticket,
+            fair_heartbeat_ms(self._core.config),
+        )
+        return Command(FAIR_ACQUIRE, (lock_key, readers, queue, beats), args)
 
     # The commands of one grant's life; the read-write lock's views override them.
 
     def _acquire_command(self, token: bytes, ttl: float) -> Command:
+        if self._options.fair:
+            return self._fair_command(token, ttl, self._key, self._key + b":xr")
         return Command(ACQUIRE, (self._key,), (token, ttl_ms(ttl)))
 
     def _release_command(self, token: bytes, announce: bool = False) -> Command:

@@ -98,8 +98,15 @@ class ReadLock(Lock):
     def __repr__(self) -> str:
         return "<Read" + super().__repr__()[1:]
 
+    _kind = b"r:"
+
+    def _queue_keys(self) -> tuple[bytes, bytes]:
+        return self._key + b":rwq", self._key + b":rwqh"
+
     def _acquire_command(self, token: bytes, ttl: float) -> Command:
         rw = self._rw
+        if self._options.fair:
+            return self._fair_command(token, ttl, rw.writer_key, rw.readers_key)
         keys = (rw.writer_key, rw.readers_key, rw.waiting_key)
         return Command(READ_ACQUIRE, keys, (token, ttl_ms(ttl)))
 
@@ -123,12 +130,12 @@ class ReadLock(Lock):
 class WriteLock(Lock):
     """The writer view of an :class:`RWLock`."""
 
-    __slots__ = ("_rw", "_waiter")
+    __slots__ = ("_marker", "_rw")
 
     def __init__(self, rw: RWLock, options: LockOptions) -> None:
         super().__init__(rw._core, rw.name, options)
         self._rw = rw
-        self._waiter = b""
+        self._marker = b""  # id this writer puts in the writer-waiting marker
 
     def __repr__(self) -> str:
         return "<Write" + super().__repr__()[1:]
@@ -139,10 +146,19 @@ class WriteLock(Lock):
         config = self._core.config
         return ttl_ms(max(0.1, 3.0 * (config.retry_delay + config.retry_jitter)))
 
+    _kind = b"w:"
+
+    def _queue_keys(self) -> tuple[bytes, bytes]:
+        return self._key + b":rwq", self._key + b":rwqh"
+
     def _acquire_command(self, token: bytes, ttl: float) -> Command:
         rw = self._rw
+        if self._options.fair:
+            # The queue orders writers and readers; no waiting marker needed.
+            return self._fair_command(token, ttl, rw.writer_key, rw.readers_key)
         keys = (rw.writer_key, rw.readers_key, rw.waiting_key)
-        return Command(WRITE_ACQUIRE, keys, (token, ttl_ms(ttl), self._waiter, self._marker_ms()))
+        args = (token, ttl_ms(ttl), self._marker, self._marker_ms())
+        return Command(WRITE_ACQUIRE, keys, args)
 
     def _release_command(self, token: bytes, announce: bool = False) -> Command:
         keys: tuple[bytes, ...] = (self._rw.writer_key,)
@@ -155,19 +171,16 @@ class WriteLock(Lock):
 
     async def acquire(self, blocking: bool = True, timeout: float | _Unset | None = _UNSET) -> bool:
         self._rw._check_no_read_held()
-        self._waiter = secrets.token_hex(8).encode()
-        self._last_attempt = None
-        granted = False
-        try:
-            granted = await super().acquire(blocking, timeout)
-            return granted
-        finally:
-            last = self._last_attempt
-            # Clear our writer-waiting marker wherever an attempt may have left
-            # it: after giving up, on cancellation, and after a grant that
-            # needed more than a clean first attempt. Nobody awaits this.
-            if last is not None and not (granted and last.yes == last.n):
-                # Readers held back by the marker may be waiting: announce it.
-                keys = (self._rw.waiting_key, self._key + b":wake")
-                unwait = Command(RELEASE, keys, (self._waiter,))
-                self._core.fanout(unwait, after=last)
+        self._marker = secrets.token_hex(8).encode()
+        return await super().acquire(blocking, timeout)
+
+    def _attempts_over(self, granted: bool) -> None:
+        super()._attempts_over(granted)
+        last = self._last_attempt
+        # Clear our writer-waiting marker wherever an attempt may have left
+        # it: after giving up, on cancellation, and after a grant that needed
+        # more than a clean first attempt. Nobody awaits this.
+        if not self._options.fair and last is not None and not (granted and last.yes == last.n):
+            # Readers held back by the marker may be waiting: announce it.
+            keys = (self._rw.waiting_key, self._key + b":wake")
+            self._core.fanout(Command(RELEASE, keys, (self._marker,)), after=last)

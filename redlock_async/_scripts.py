@@ -15,6 +15,8 @@ __all__ = [
     "ACQUIRE",
     "ALL_SCRIPTS",
     "EXTEND",
+    "FAIR_ACQUIRE",
+    "FAIR_LEAVE",
     "READ_ACQUIRE",
     "READ_EXTEND",
     "READ_RELEASE",
@@ -48,6 +50,8 @@ READ_ACQUIRE = Script.load("rw_read_acquire")
 READ_RELEASE = Script.load("rw_read_release")
 READ_EXTEND = Script.load("rw_read_extend")
 WRITE_ACQUIRE = Script.load("rw_write_acquire")
+FAIR_ACQUIRE = Script.load("fair_acquire")
+FAIR_LEAVE = Script.load("fair_leave")
 
 ALL_SCRIPTS: tuple[Script, ...] = (
     ACQUIRE,
@@ -57,4 +61,6 @@ ALL_SCRIPTS: tuple[Script, ...] = (
     READ_RELEASE,
     READ_EXTEND,
     WRITE_ACQUIRE,
+    FAIR_ACQUIRE,
+    FAIR_LEAVE,
 )

@@ -36,6 +36,10 @@ async def make_redlock(driver: str, redis_nodes: RedisNodes) -> AsyncIterator[Ma
         if driver == "resp":
             redlock = Redlock([node.url for node in group], **kwargs)
         else:
+            # redis-py opens a pooled connection per concurrent command (each
+            # with a handshake of its own), through the fault proxy, on two
+            # busy cores: give it more than the 50 ms default per command.
+            kwargs.setdefault("node_timeout", 0.25)
             # No socket_timeout on purpose: the library must bound commands itself.
             new = [redis.asyncio.Redis.from_url(node.url) for node in group]
             clients.extend(new)
@@ -48,6 +52,9 @@ async def make_redlock(driver: str, redis_nodes: RedisNodes) -> AsyncIterator[Ma
         await redlock.aclose()
     for client in clients:
         await client.aclose()
+    # redis-py closes some sockets without waiting for them: let the loop
+    # finish closing them before pytest-asyncio closes the loop.
+    await asyncio.sleep(0.05)
 
 
 @pytest.fixture
