@@ -141,3 +141,26 @@ async def test_mutual_exclusion_history(make_redlock: MakeRedlock, fair: bool) -
     intervals.sort()
     for (_, end), (start, _) in itertools.pairwise(intervals):
         assert end <= start, "two holders at once"
+
+
+async def test_nodes_that_disagree_about_the_queue_do_not_deadlock(
+    make_redlock: MakeRedlock, redis_nodes: RedisNodes
+) -> None:
+    """One node holds a waiter the others never saw (it missed their updates)."""
+    redlock = make_redlock(retry_delay=0.05, retry_jitter=0.05)
+    ghost = redis_nodes[0].client()
+    ghost.zadd(QUEUE, {b"x:ghost": 1.0})  # queued earliest, on this node only
+    ghost.zadd(QUEUE + b"h", {b"x:ghost": 2**52})  # and "alive" for a long time
+    order: list[int] = []
+
+    async def waiter(index: int) -> None:
+        async with redlock.lock("job", ttl=10.0, fair=True, timeout=30.0):
+            order.append(index)
+            await asyncio.sleep(0.01)
+
+    tasks = []
+    for index in range(4):
+        tasks.append(asyncio.ensure_future(waiter(index)))
+        await asyncio.sleep(0.03)
+    await asyncio.wait_for(asyncio.gather(*tasks), 30.0)
+    assert sorted(order) == list(range(4))  # nobody deadlocked
