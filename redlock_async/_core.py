@@ -49,7 +49,7 @@ class Core:
         self._quorum = Quorum(self.nodes, config.node_timeout)
         self.wake: WakeHub | None = None
         if config.wake_on_release:
-            hub = WakeHub([node.wake_address for node in self.nodes], config.node_timeout)
+            hub = WakeHub([node.wake_source for node in self.nodes], config.node_timeout)
             self.wake = hub if hub.enabled else None
         # The hot path calls this once per acquire and release: no extra frame.
         self.fanout = self._quorum.fanout

@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from redis.asyncio import Redis
+
 from ._address import Address
 from ._errors import NodeError
 from ._scripts import Script
@@ -81,7 +83,7 @@ class Node(Protocol):
         ...
 
     @property
-    def wake_address(self) -> Address | None:
+    def wake_source(self) -> Address | Redis | None:
         """Where to subscribe for release announcements; None: waiters poll."""
         ...
 

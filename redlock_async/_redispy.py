@@ -13,7 +13,6 @@ import logging
 import redis.exceptions
 from redis.asyncio import Redis, RedisCluster
 
-from ._address import Address
 from ._errors import NodeConnectionError, NodeError, NodeResponseError, NodeTimeoutError
 from ._node import Command, Reply, Sink, stall_limit
 
@@ -78,8 +77,10 @@ class RedisPyNode:
         return self._name
 
     @property
-    def wake_address(self) -> Address | None:
-        return None  # redis-py pub/sub is not wired in: waiters on this node poll
+    def wake_source(self) -> Redis | None:
+        # A plain client subscribes through its own pub/sub connection; a
+        # RedisCluster's waiters poll (its sharded pub/sub is not wired in).
+        return self._client if isinstance(self._client, Redis) else None
 
     def __repr__(self) -> str:
         return f"RedisPyNode({self._name!r})"

@@ -162,7 +162,7 @@ class RespNode:
         return self._address.display
 
     @property
-    def wake_address(self) -> Address | None:
+    def wake_source(self) -> Address | None:
         return self._address
 
     def __repr__(self) -> str:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import hiredis
+from redis.asyncio import Redis
 
 from ._address import Address
 
@@ -164,6 +165,72 @@ class _Subscriber:
                     await conn.closed
 
 
+class _RedisPySubscriber:
+    """Release announcements through a redis-py client's own pub/sub connection."""
+
+    def __init__(self, hub: WakeHub, client: Redis, name: str) -> None:
+        self.hub = hub
+        self.client = client
+        self.name = name
+        self.pubsub: Any = None
+        self.reader: asyncio.Task[None] | None = None
+        self.channels: set[bytes] = set()
+        self.tasks: set[asyncio.Task[Any]] = set()
+
+    async def ensure(self, channel: bytes) -> None:
+        if channel in self.channels:
+            return
+        try:
+            if self.pubsub is None:
+                self.pubsub = self.client.pubsub()
+            await self.pubsub.ssubscribe(channel)
+        except Exception as exc:  # the node is down or refuses: its waiters poll
+            _log.debug("redlock_async: no wake-ups from %s: %s", self.name, exc)
+            return
+        self.channels.add(channel)
+        if self.reader is None:
+            self.reader = asyncio.get_running_loop().create_task(self._read(self.pubsub))
+
+    async def _read(self, pubsub: Any) -> None:
+        try:
+            async for message in pubsub.listen():
+                if message.get("type") in ("smessage", "message"):
+                    self.hub.notify(message["channel"])
+        except Exception as exc:  # connection lost: resubscribe on the next wait
+            _log.debug("redlock_async: wake-up connection to %s lost: %s", self.name, exc)
+        if self.pubsub is pubsub:
+            self.pubsub = None
+            self.reader = None
+            self.channels.clear()
+            self._spawn(pubsub.aclose())
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self.tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            _log.debug("redlock_async: wake-up housekeeping on %s: %s", self.name, task.exception())
+
+    def drop(self, channel: bytes) -> None:
+        if channel in self.channels and self.pubsub is not None:
+            self.channels.discard(channel)
+            self._spawn(self.pubsub.sunsubscribe(channel))
+
+    async def aclose(self) -> None:
+        if self.reader is not None:
+            self.reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.reader
+        if self.tasks:
+            await asyncio.wait(set(self.tasks), timeout=1.0)
+        if self.pubsub is not None:
+            await self.pubsub.aclose()
+            self.pubsub = None
+
+
 class Subscription:
     """One waiter's interest in a channel; ``wait(timeout)`` returns early on a release."""
 
@@ -188,8 +255,15 @@ class Subscription:
 class WakeHub:
     """The pub/sub side of one Redlock: subscribers per node, waiters per channel."""
 
-    def __init__(self, addresses: Sequence[Address | None], node_timeout: float) -> None:
-        self._subscribers = [_Subscriber(self, a) for a in addresses if a is not None]
+    def __init__(self, sources: Sequence[Address | Redis | None], node_timeout: float) -> None:
+        # A node is reached either at an address (the lean driver) or through
+        # a redis-py client; None: no wake-ups from it (its waiters poll).
+        self._subscribers: list[_Subscriber | _RedisPySubscriber] = []
+        for source in sources:
+            if isinstance(source, Address):
+                self._subscribers.append(_Subscriber(self, source))
+            elif source is not None:
+                self._subscribers.append(_RedisPySubscriber(self, source, repr(source)))
         self._waiters: dict[bytes, set[Subscription]] = {}
         self.node_timeout = node_timeout
         self.connect_timeout = max(node_timeout, 0.5)

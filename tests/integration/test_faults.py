@@ -221,3 +221,16 @@ async def test_closed_redlock_refuses_new_locks(redis_nodes: RedisNodes) -> None
         redlock.lock("job")
     with pytest.raises(Exception, match="closed"):
         await lock.acquire()
+
+
+async def test_release_that_cannot_be_confirmed_does_not_raise(
+    make_redlock: MakeRedlock, redis_nodes: RedisNodes, caplog: pytest.LogCaptureFixture
+) -> None:
+    redlock = make_redlock()
+    lock = redlock.lock("job", ttl=5.0, auto_extend=False)
+    assert await lock.acquire()
+    redis_nodes[0].kill()
+    redis_nodes[1].kill()
+    await lock.release()  # nobody said the grant was gone: a warning, not an error
+    assert "not confirmed" in caplog.text
+    assert not lock.held

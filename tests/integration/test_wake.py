@@ -20,15 +20,17 @@ def subscribers(nodes: RedisNodes) -> list[int]:
     return counts
 
 
-async def test_waiter_is_woken_by_the_release(redis_nodes: RedisNodes) -> None:
+async def test_waiter_is_woken_by_the_release(
+    make_redlock: MakeRedlock, redis_nodes: RedisNodes
+) -> None:
     # A retry delay far longer than the test: only a wake-up can hand over in time.
-    async with Redlock(redis_nodes.urls, retry_delay=60.0, retry_jitter=0.0) as redlock:
-        holder = redlock.lock("job", ttl=10.0)
-        assert await holder.acquire()
-        waiter = asyncio.ensure_future(redlock.lock("job", ttl=10.0).acquire(timeout=50.0))
-        assert await eventually(lambda: subscribers(redis_nodes) == [1, 1, 1])
-        await holder.release()
-        assert await asyncio.wait_for(waiter, 30.0)
+    redlock = make_redlock(retry_delay=60.0, retry_jitter=0.0)
+    holder = redlock.lock("job", ttl=10.0)
+    assert await holder.acquire()
+    waiter = asyncio.ensure_future(redlock.lock("job", ttl=10.0).acquire(timeout=50.0))
+    assert await eventually(lambda: subscribers(redis_nodes) == [1, 1, 1])
+    await holder.release()
+    assert await asyncio.wait_for(waiter, 30.0)
 
 
 async def test_subscriptions_are_shared_and_dropped(redis_nodes: RedisNodes) -> None:
@@ -87,17 +89,17 @@ async def test_without_wake_ups_waiters_poll(make_redlock: MakeRedlock) -> None:
     assert await waiter
 
 
-async def test_rwlock_waiters_are_woken(redis_nodes: RedisNodes) -> None:
-    async with Redlock(redis_nodes.urls, retry_delay=60.0, retry_jitter=0.0) as redlock:
-        rw = redlock.rwlock("job")
-        reader = rw.read(ttl=10.0)
-        assert await asyncio.ensure_future(reader.acquire())  # held by another task
-        writer = rw.write(ttl=10.0)
-        writer_task = asyncio.ensure_future(writer.acquire(timeout=50.0))
-        assert await eventually(lambda: subscribers(redis_nodes) == [1, 1, 1])
-        await reader.release()  # the last reader leaving wakes the writer
-        assert await asyncio.wait_for(writer_task, 30.0)
-        late_reader = asyncio.ensure_future(rw.read(ttl=10.0).acquire(timeout=50.0))
-        assert await eventually(lambda: subscribers(redis_nodes) == [1, 1, 1])
-        await writer.release()  # the writer's release wakes the reader
-        assert await asyncio.wait_for(late_reader, 30.0)
+async def test_rwlock_waiters_are_woken(make_redlock: MakeRedlock, redis_nodes: RedisNodes) -> None:
+    redlock = make_redlock(retry_delay=60.0, retry_jitter=0.0)
+    rw = redlock.rwlock("job")
+    reader = rw.read(ttl=10.0)
+    assert await asyncio.ensure_future(reader.acquire())  # held by another task
+    writer = rw.write(ttl=10.0)
+    writer_task = asyncio.ensure_future(writer.acquire(timeout=50.0))
+    assert await eventually(lambda: subscribers(redis_nodes) == [1, 1, 1])
+    await reader.release()  # the last reader leaving wakes the writer
+    assert await asyncio.wait_for(writer_task, 30.0)
+    late_reader = asyncio.ensure_future(rw.read(ttl=10.0).acquire(timeout=50.0))
+    assert await eventually(lambda: subscribers(redis_nodes) == [1, 1, 1])
+    await writer.release()  # the writer's release wakes the reader
+    assert await asyncio.wait_for(late_reader, 30.0)

@@ -25,7 +25,7 @@ class ScriptedNode:
         self.sent: list[tuple[str, tuple[Arg, ...]]] = []
         self.waiting: list[tuple[Sink, int]] = []
         self.stall_checks = 0
-        self.wake_address = None
+        self.wake_source = None
 
     def run(self, command: Command, sink: Sink, index: int) -> None:
         self.sent.append((command.script.name, tuple(command.args)))
