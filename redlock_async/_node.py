@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 
 from ._address import Address
 from ._errors import NodeError
@@ -83,7 +83,7 @@ class Node(Protocol):
         ...
 
     @property
-    def wake_source(self) -> Address | Redis | None:
+    def wake_source(self) -> Address | Redis | RedisCluster | None:
         """Where to subscribe for release announcements; None: waiters poll."""
         ...
 

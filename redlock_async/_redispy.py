@@ -77,10 +77,8 @@ class RedisPyNode:
         return self._name
 
     @property
-    def wake_source(self) -> Redis | None:
-        # A plain client subscribes through its own pub/sub connection; a
-        # RedisCluster's waiters poll (its sharded pub/sub is not wired in).
-        return self._client if isinstance(self._client, Redis) else None
+    def wake_source(self) -> Redis | RedisCluster:
+        return self._client  # subscribes through the client's own pub/sub
 
     def __repr__(self) -> str:
         return f"RedisPyNode({self._name!r})"

@@ -9,7 +9,7 @@ a lost one costs at most one retry delay.
 Subscriptions are shared: one connection per node per Redlock, one
 ``SSUBSCRIBE`` per channel however many waiters, ``SUNSUBSCRIBE`` when the
 last waiter of a channel leaves. Nodes reached through redis-py (TLS,
-Cluster, clients passed in) are not subscribed: their waiters poll.
+clients passed in, Redis Cluster) subscribe through the client's own pub/sub.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import hiredis
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 
 from ._address import Address
 
@@ -168,7 +168,7 @@ class _Subscriber:
 class _RedisPySubscriber:
     """Release announcements through a redis-py client's own pub/sub connection."""
 
-    def __init__(self, hub: WakeHub, client: Redis, name: str) -> None:
+    def __init__(self, hub: WakeHub, client: Redis | RedisCluster, name: str) -> None:
         self.hub = hub
         self.client = client
         self.name = name
@@ -182,6 +182,8 @@ class _RedisPySubscriber:
             return
         try:
             if self.pubsub is None:
+                if isinstance(self.client, RedisCluster):
+                    await self.client.initialize()  # the slot map routes the channel
                 self.pubsub = self.client.pubsub()
             await self.pubsub.ssubscribe(channel)
         except Exception as exc:  # the node is down or refuses: its waiters poll
@@ -193,9 +195,18 @@ class _RedisPySubscriber:
 
     async def _read(self, pubsub: Any) -> None:
         try:
-            async for message in pubsub.listen():
-                if message.get("type") in ("smessage", "message"):
-                    self.hub.notify(message["channel"])
+            if isinstance(self.client, RedisCluster):
+                # A cluster's sharded messages arrive through their own reader.
+                while True:
+                    message = await pubsub.get_sharded_message(
+                        ignore_subscribe_messages=True, timeout=1.0
+                    )
+                    if message is not None and message.get("type") == "smessage":
+                        self.hub.notify(message["channel"])
+            else:
+                async for message in pubsub.listen():
+                    if message.get("type") in ("smessage", "message"):
+                        self.hub.notify(message["channel"])
         except Exception as exc:  # connection lost: resubscribe on the next wait
             _log.debug("redlock_async: wake-up connection to %s lost: %s", self.name, exc)
         if self.pubsub is pubsub:
@@ -255,7 +266,9 @@ class Subscription:
 class WakeHub:
     """The pub/sub side of one Redlock: subscribers per node, waiters per channel."""
 
-    def __init__(self, sources: Sequence[Address | Redis | None], node_timeout: float) -> None:
+    def __init__(
+        self, sources: Sequence[Address | Redis | RedisCluster | None], node_timeout: float
+    ) -> None:
         # A node is reached either at an address (the lean driver) or through
         # a redis-py client; None: no wake-ups from it (its waiters poll).
         self._subscribers: list[_Subscriber | _RedisPySubscriber] = []

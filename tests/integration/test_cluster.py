@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from redis.asyncio import RedisCluster
 from redis.crc import key_slot
@@ -52,3 +54,19 @@ async def test_cluster_beside_plain_nodes(
 def test_every_key_of_a_name_shares_a_slot(name: str) -> None:
     key = lock_key("redlock:", name)
     assert key_slot(key) == key_slot(key + b":fence") == key_slot(key + b":readers")
+
+
+async def test_cluster_waiters_are_woken(redis_cluster: RedisClusterNodes) -> None:
+    host, port = redis_cluster.startup_nodes[0]
+    cluster = RedisCluster(host=host, port=port)
+    try:
+        async with Redlock([cluster], retry_delay=60.0, retry_jitter=0.0) as redlock:
+            holder = redlock.lock("woken", ttl=10.0)
+            assert await holder.acquire()
+            waiter = asyncio.ensure_future(redlock.lock("woken", ttl=10.0).acquire(timeout=50.0))
+            await asyncio.sleep(0.3)  # subscribed (no way to see it from here but waiting)
+            await holder.release()
+            # Only the announcement can hand over before the 60 s retry delay.
+            assert await asyncio.wait_for(waiter, 20.0)
+    finally:
+        await cluster.aclose()
