@@ -130,3 +130,8 @@ def test_cached_options_never_skip_validation() -> None:
     redlock.lock("x")
     with pytest.raises(ConfigurationError, match="auto_extend"):
         redlock.lock("x", auto_extend=1)  # type: ignore[arg-type]
+
+
+def test_fencing_is_refused_until_it_exists() -> None:
+    with pytest.raises(ConfigurationError, match="fencing"):
+        Redlock([URL]).lock("x", fencing=True)
