@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ._errors import ConfigurationError
 
-__all__ = ["Address", "parse_url", "redact_url"]
+__all__ = ["Address", "connect", "parse_url", "redact_url"]
+
+P = TypeVar("P", bound=asyncio.Protocol)
 
 _QUERY_KEYS = frozenset({"db", "password", "username"})
 
@@ -98,3 +103,15 @@ def _db(text: str | None, shown: str) -> int:
     if not text.isdigit():
         raise ConfigurationError(f"node URL {shown!r} has a database that is not a number")
     return int(text)
+
+
+async def connect(address: Address, factory: Callable[[], P], timeout: float) -> P:
+    """Open a plain TCP or unix-socket connection to ``address`` within ``timeout``."""
+    loop = asyncio.get_running_loop()
+    async with asyncio.timeout(timeout):
+        if address.path is not None:
+            _, protocol = await loop.create_unix_connection(factory, address.path)
+        else:
+            host = address.host or "localhost"
+            _, protocol = await loop.create_connection(factory, host, address.port)
+    return protocol

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 
 import hiredis
 
-from ._address import Address
+from ._address import Address, connect
 from ._errors import NodeConnectionError, NodeError, NodeResponseError, NodeTimeoutError
 from ._node import Command, Reply, Sink, stall_limit
 from ._scripts import Script
@@ -224,17 +224,8 @@ class RespNode:
         loop.call_soon(sink.settle, index, error)
 
     async def _connect(self, loop: asyncio.AbstractEventLoop) -> None:
-        address = self._address
         try:
-            async with asyncio.timeout(self._stall):
-                if address.path is not None:
-                    _, conn = await loop.create_unix_connection(
-                        lambda: _Conn(self, loop), address.path
-                    )
-                else:
-                    _, conn = await loop.create_connection(
-                        lambda: _Conn(self, loop), address.host or "localhost", address.port
-                    )
+            conn = await connect(self._address, lambda: _Conn(self, loop), self._stall)
         except (OSError, TimeoutError) as exc:
             reason = "timed out" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
             self._backoff(loop, NodeConnectionError(f"cannot connect to {self.name}: {reason}"))

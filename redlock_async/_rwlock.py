@@ -33,6 +33,7 @@ from ._scripts import (
     READ_RELEASE,
     RELEASE,
     WRITE_ACQUIRE,
+    Script,
 )
 
 __all__ = ["RWLock", "ReadLock", "WriteLock"]
@@ -85,23 +86,35 @@ class RWLock:
             )
 
 
-class ReadLock(Lock):
-    """The reader view of an :class:`RWLock`."""
+class _View(Lock):
+    """What the reader and writer views share: their RWLock and its keys."""
 
-    __slots__ = ("_owner", "_rw")
+    __slots__ = ("_rw",)
 
     def __init__(self, rw: RWLock, options: LockOptions) -> None:
         super().__init__(rw._core, rw.name, options)
         self._rw = rw
+
+    def _queue_keys(self) -> tuple[bytes, bytes]:
+        return self._key + b":rwq", self._key + b":rwqh"
+
+    def _announced(self, script: Script, key: bytes, token: bytes, announce: bool) -> Command:
+        keys = (key, self._key + b":wake") if announce else (key,)
+        return Command(script, keys, (token,))
+
+
+class ReadLock(_View):
+    """The reader view of an :class:`RWLock`."""
+
+    __slots__ = ("_owner",)
+    _kind = b"r:"
+
+    def __init__(self, rw: RWLock, options: LockOptions) -> None:
+        super().__init__(rw, options)
         self._owner: asyncio.Task[object] | None = None
 
     def __repr__(self) -> str:
         return "<Read" + super().__repr__()[1:]
-
-    _kind = b"r:"
-
-    def _queue_keys(self) -> tuple[bytes, bytes]:
-        return self._key + b":rwq", self._key + b":rwqh"
 
     def _acquire_command(self, token: bytes, ttl: float) -> Command:
         rw = self._rw
@@ -111,10 +124,7 @@ class ReadLock(Lock):
         return Command(READ_ACQUIRE, keys, (token, ttl_ms(ttl)))
 
     def _release_command(self, token: bytes, announce: bool = False) -> Command:
-        keys: tuple[bytes, ...] = (self._rw.readers_key,)
-        if announce:
-            keys += (self._key + b":wake",)
-        return Command(READ_RELEASE, keys, (token,))
+        return self._announced(READ_RELEASE, self._rw.readers_key, token, announce)
 
     def _extend_command(self, token: bytes, ttl: float) -> Command:
         return Command(READ_EXTEND, (self._rw.readers_key,), (token, ttl_ms(ttl)))
@@ -127,14 +137,14 @@ class ReadLock(Lock):
         return granted
 
 
-class WriteLock(Lock):
+class WriteLock(_View):
     """The writer view of an :class:`RWLock`."""
 
-    __slots__ = ("_marker", "_rw")
+    __slots__ = ("_marker",)
+    _kind = b"w:"
 
     def __init__(self, rw: RWLock, options: LockOptions) -> None:
-        super().__init__(rw._core, rw.name, options)
-        self._rw = rw
+        super().__init__(rw, options)
         self._marker = b""  # id this writer puts in the writer-waiting marker
 
     def __repr__(self) -> str:
@@ -146,11 +156,6 @@ class WriteLock(Lock):
         config = self._core.config
         return ttl_ms(max(0.1, 3.0 * (config.retry_delay + config.retry_jitter)))
 
-    _kind = b"w:"
-
-    def _queue_keys(self) -> tuple[bytes, bytes]:
-        return self._key + b":rwq", self._key + b":rwqh"
-
     def _acquire_command(self, token: bytes, ttl: float) -> Command:
         rw = self._rw
         if self._options.fair:
@@ -161,10 +166,7 @@ class WriteLock(Lock):
         return Command(WRITE_ACQUIRE, keys, args)
 
     def _release_command(self, token: bytes, announce: bool = False) -> Command:
-        keys: tuple[bytes, ...] = (self._rw.writer_key,)
-        if announce:
-            keys += (self._key + b":wake",)
-        return Command(RELEASE, keys, (token,))
+        return self._announced(RELEASE, self._rw.writer_key, token, announce)
 
     def _extend_command(self, token: bytes, ttl: float) -> Command:
         return Command(EXTEND, (self._rw.writer_key,), (token, ttl_ms(ttl)))
@@ -182,5 +184,5 @@ class WriteLock(Lock):
         # more than a clean first attempt. Nobody awaits this.
         if not self._options.fair and last is not None and not (granted and last.yes == last.n):
             # Readers held back by the marker may be waiting: announce it.
-            keys = (self._rw.waiting_key, self._key + b":wake")
-            self._core.fanout(Command(RELEASE, keys, (self._marker,)), after=last)
+            unwait = self._announced(RELEASE, self._rw.waiting_key, self._marker, True)
+            self._core.fanout(unwait, after=last)

@@ -23,7 +23,7 @@ from typing import Any
 import hiredis
 from redis.asyncio import Redis, RedisCluster
 
-from ._address import Address
+from ._address import Address, connect
 
 __all__ = ["Subscription", "WakeHub"]
 
@@ -89,15 +89,8 @@ class _Subscriber:
         loop = asyncio.get_running_loop()
         address = self.address
         try:
-            async with asyncio.timeout(self.hub.connect_timeout):
-                if address.path is not None:
-                    _, conn = await loop.create_unix_connection(
-                        lambda: _SubConn(self, loop), address.path
-                    )
-                else:
-                    _, conn = await loop.create_connection(
-                        lambda: _SubConn(self, loop), address.host or "localhost", address.port
-                    )
+            factory = lambda: _SubConn(self, loop)  # noqa: E731
+            conn = await connect(address, factory, self.hub.connect_timeout)
         except (OSError, TimeoutError) as exc:
             _log.debug("redlock_async: no wake-up connection to %s: %s", address.display, exc)
             return
