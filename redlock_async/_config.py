@@ -120,12 +120,5 @@ class LockOptions:
         for flag in ("auto_extend", "fencing", "cancel_on_lost", "fair"):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigurationError(f"{flag} must be a bool, not {getattr(self, flag)!r}")
-        if self.fencing:
-            # Refused rather than silently ignored: a caller asking for fencing
-            # would otherwise trust a token that is never issued.
-            raise ConfigurationError(
-                "fencing=True: fencing tokens are not available in this version of "
-                "redlock_async yet"
-            )
         if self.on_lost is not None and not callable(self.on_lost):
             raise ConfigurationError(f"on_lost must be callable, not {self.on_lost!r}")

@@ -16,8 +16,8 @@ from ._core import Core
 from ._errors import LockLost, LockNotAcquired, LockNotOwned, NodeError, RedlockError
 from ._keys import check_name
 from ._node import Command
-from ._quorum import Tally
-from ._scripts import ACQUIRE, EXTEND, FAIR_ACQUIRE, FAIR_LEAVE, RELEASE
+from ._quorum import Tally, is_yes
+from ._scripts import ACQUIRE, EXTEND, FAIR_ACQUIRE, FAIR_LEAVE, FENCE_RAISE, RELEASE
 from ._timing import validity
 from ._wake import Subscription
 
@@ -251,6 +251,9 @@ class Lock:
 
     def _fair_command(self, token: bytes, ttl: float, lock_key: bytes, readers: bytes) -> Command:
         queue, beats = self._queue_keys()
+        keys: tuple[bytes, ...] = (lock_key, readers, queue, beats)
+        if self._options.fencing:
+            keys += (self._fence_keys()[1],)
         args = (
             token,
             ttl_ms(ttl),
@@ -258,14 +261,15 @@ class Lock:
             self._ticket,
             fair_heartbeat_ms(self._core.config),
         )
-        return Command(FAIR_ACQUIRE, (lock_key, readers, queue, beats), args)
+        return Command(FAIR_ACQUIRE, keys, args)
 
     # The commands of one grant's life; the read-write lock's views override them.
 
     def _acquire_command(self, token: bytes, ttl: float) -> Command:
         if self._options.fair:
             return self._fair_command(token, ttl, self._key, self._key + b":xr")
-        return Command(ACQUIRE, (self._key,), (token, ttl_ms(ttl)))
+        keys = (self._key, self._key + b":fence") if self._options.fencing else (self._key,)
+        return Command(ACQUIRE, keys, (token, ttl_ms(ttl)))
 
     def _release_command(self, token: bytes, announce: bool = False) -> Command:
         # Only real releases announce themselves: rolling back a failed
@@ -283,17 +287,23 @@ class Lock:
         command = self._acquire_command(token, ttl)
         started = core.clock()
         tally = self._last_attempt = core.fanout(command)
+        fencing: int | None = None
+        errors: Mapping[str, NodeError] | None = None
         try:
             granted = await tally.decided
+            if granted and self._options.fencing:
+                fencing, errors = await self._fence(tally, token)
+                granted = fencing is not None
         except asyncio.CancelledError:
             tally.abandon()
             core.undo(tally, self._release_command(token))
             raise
         if granted:
+            # Validity is judged after the write-back: it is part of the grant.
             now = core.clock()
             left = validity(ttl, started, now, core.config.drift_factor)
             if left > 0:
-                self._grant = Grant(token, ttl, now + left, tally)
+                self._grant = Grant(token, ttl, now + left, tally, fencing)
                 self._lost = False
                 self._lost_error = None
                 if self._lost_event is not None:
@@ -302,9 +312,37 @@ class Lock:
                 if self._options.auto_extend:
                     core.start_renewal(self)
                 return True
-        self._errors = tally.errors()
+        self._errors = errors if errors is not None else tally.errors()
         core.undo(tally, self._release_command(token))
         return False
+
+    async def _fence(
+        self, tally: Tally, token: bytes
+    ) -> tuple[int | None, Mapping[str, NodeError] | None]:
+        """Choose the fencing token of a fresh grant and make it stick.
+
+        The token is the highest counter any granting node returned. Unless
+        every granting node returned that same value, it is written back to
+        the granting nodes' counters, and a quorum must confirm: then any
+        later grant's quorum meets a node whose counter is at least this
+        token, and its own token is greater.
+        """
+        granting = [i for i, reply in enumerate(tally.replies) if is_yes(reply)]
+        values = [tally.replies[i] for i in granting]
+        top = max(values)  # type: ignore[type-var]
+        assert isinstance(top, int)
+        if all(value == top for value in values):
+            return top, None
+        grant_key, counter = self._fence_keys()
+        write_back = Command(FENCE_RAISE, (grant_key, counter), (token, top))
+        confirm = self._core.fanout(write_back, only=granting)
+        if await confirm.decided:
+            return top, None
+        return None, confirm.errors()
+
+    def _fence_keys(self) -> tuple[bytes, bytes]:
+        """The key holding the grant, and the fencing counter."""
+        return self._key, self._key + b":fence"
 
     # -- extend ------------------------------------------------------------
 

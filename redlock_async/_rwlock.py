@@ -22,7 +22,7 @@ from typing import Unpack
 
 from ._config import LockKeywords, LockOptions
 from ._core import Core
-from ._errors import RedlockError
+from ._errors import ConfigurationError, RedlockError
 from ._keys import check_name, rw_keys
 from ._lock import _UNSET, Lock, _Unset, ttl_ms
 from ._node import Command
@@ -110,6 +110,11 @@ class ReadLock(_View):
     _kind = b"r:"
 
     def __init__(self, rw: RWLock, options: LockOptions) -> None:
+        if options.fencing:
+            raise ConfigurationError(
+                "fencing=True is for write locks: readers share the lock, so a "
+                "fencing token could not order them"
+            )
         super().__init__(rw, options)
         self._owner: asyncio.Task[object] | None = None
 
@@ -161,9 +166,14 @@ class WriteLock(_View):
         if self._options.fair:
             # The queue orders writers and readers; no waiting marker needed.
             return self._fair_command(token, ttl, rw.writer_key, rw.readers_key)
-        keys = (rw.writer_key, rw.readers_key, rw.waiting_key)
+        keys: tuple[bytes, ...] = (rw.writer_key, rw.readers_key, rw.waiting_key)
+        if self._options.fencing:
+            keys += (self._fence_keys()[1],)
         args = (token, ttl_ms(ttl), self._marker, self._marker_ms())
         return Command(WRITE_ACQUIRE, keys, args)
+
+    def _fence_keys(self) -> tuple[bytes, bytes]:
+        return self._rw.writer_key, self._key + b":rwfence"
 
     def _release_command(self, token: bytes, announce: bool = False) -> Command:
         return self._announced(RELEASE, self._rw.writer_key, token, announce)

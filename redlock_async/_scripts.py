@@ -17,6 +17,7 @@ __all__ = [
     "EXTEND",
     "FAIR_ACQUIRE",
     "FAIR_LEAVE",
+    "FENCE_RAISE",
     "READ_ACQUIRE",
     "READ_EXTEND",
     "READ_RELEASE",
@@ -52,6 +53,7 @@ READ_EXTEND = Script.load("rw_read_extend")
 WRITE_ACQUIRE = Script.load("rw_write_acquire")
 FAIR_ACQUIRE = Script.load("fair_acquire")
 FAIR_LEAVE = Script.load("fair_leave")
+FENCE_RAISE = Script.load("fence_raise")
 
 ALL_SCRIPTS: tuple[Script, ...] = (
     ACQUIRE,
@@ -63,4 +65,5 @@ ALL_SCRIPTS: tuple[Script, ...] = (
     WRITE_ACQUIRE,
     FAIR_ACQUIRE,
     FAIR_LEAVE,
+    FENCE_RAISE,
 )

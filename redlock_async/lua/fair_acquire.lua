@@ -4,6 +4,7 @@
 -- KEYS[2]  an rwlock's reader set (for an exclusive lock: a key never written)
 -- KEYS[3]  the queue (sorted set: waiter id -> ticket)
 -- KEYS[4]  the heartbeats (sorted set: waiter id -> expiry, server ms)
+-- KEYS[5]  optional: the fencing counter (exclusive and writer grants)
 -- ARGV[1]  token of this grant
 -- ARGV[2]  ttl in milliseconds, an integer > 0
 -- ARGV[3]  waiter id, prefixed with its kind: "x:" exclusive, "r:" reader,
@@ -15,6 +16,7 @@
 --
 -- Returns
 --    1  granted, and the waiter left the queue
+--    n  (with KEYS[5], not for readers) granted; n >= 1 is the counter after INCR
 --    0  refused: the lock (or writer side) is held
 --   -1  refused: readers hold the lock (a writer at the head waits for them)
 --   -2  refused: not this waiter's turn (someone queued earlier)
@@ -70,4 +72,7 @@ else
 end
 redis.call('ZREM', KEYS[3], id)
 redis.call('ZREM', KEYS[4], id)
+if KEYS[5] and kind ~= 'r:' then
+    return redis.call('INCR', KEYS[5])
+end
 return 1

@@ -6,11 +6,13 @@
 -- ARGV[1]  token of this write grant
 -- ARGV[2]  ttl in milliseconds, an integer > 0
 -- ARGV[3]  id of the waiting writer (stable across its attempts)
+-- KEYS[4]  optional: the fencing counter (an integer, no expiry)
 -- ARGV[4]  marker ttl in milliseconds: how long the marker outlives a writer
 --          that stops retrying (it is renewed by every attempt)
 --
 -- Returns
 --    1  granted: KEYS[1] holds ARGV[1] for ARGV[2] ms; our marker is removed
+--    n  (with KEYS[4]) granted, n >= 1 being the counter after INCR
 --    0  refused: another writer holds the lock
 --   -1  refused: readers hold the lock; the marker now names this writer
 --       (or another waiting writer), so no new reader joins meanwhile
@@ -30,5 +32,8 @@ end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 if redis.call('GET', KEYS[3]) == ARGV[3] then
     redis.call('DEL', KEYS[3])
+end
+if KEYS[4] then
+    return redis.call('INCR', KEYS[4])
 end
 return 1

@@ -132,6 +132,9 @@ def test_cached_options_never_skip_validation() -> None:
         redlock.lock("x", auto_extend=1)  # type: ignore[arg-type]
 
 
-def test_fencing_is_refused_until_it_exists() -> None:
+def test_fencing_is_for_exclusive_and_write_locks() -> None:
+    redlock = Redlock([URL])
+    redlock.lock("x", fencing=True)
+    redlock.rwlock("x").write(fencing=True)
     with pytest.raises(ConfigurationError, match="fencing"):
-        Redlock([URL]).lock("x", fencing=True)
+        redlock.rwlock("x").read(fencing=True)
