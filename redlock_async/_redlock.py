@@ -126,8 +126,7 @@ class Redlock:
         Keywords (defaults in brackets): ``ttl`` [30.0] validity of one grant;
         ``auto_extend`` [True] renew in the background until release;
         ``timeout`` [None] total time ``acquire()`` may wait, None = no limit;
-        ``fencing`` [False] fencing tokens (not available yet: True raises
-        ConfigurationError); ``cancel_on_lost``
+        ``fencing`` [False] give each grant a fencing token; ``cancel_on_lost``
         [True] cancel the ``async with`` body if the lock is lost; ``fair``
         [False] serve waiters in arrival order; ``on_lost`` [None] called once
         with the lock when a held grant is lost.
