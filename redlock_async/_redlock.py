@@ -7,12 +7,12 @@ import contextlib
 import logging
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Self
+from typing import Self, Unpack
 
 from redis.asyncio import Redis, RedisCluster
 
 from ._address import parse_url, redact_url
-from ._config import LockOptions, OnLost, RedlockConfig
+from ._config import LockKeywords, LockOptions, OnLost, RedlockConfig
 from ._core import Core
 from ._errors import ConfigurationError
 from ._lock import Lock
@@ -183,16 +183,17 @@ class Redlock:
                     self._options[spec] = options
         return options
 
-    def rwlock(self, name: str) -> RWLock:
+    def rwlock(self, name: str, **defaults: Unpack[LockKeywords]) -> RWLock:
         """A read-write lock on ``name``: ``.read(...)`` and ``.write(...)`` take
-        the keywords of :meth:`lock` and return lock objects like it.
+        the keywords of :meth:`lock` and return lock objects like it. Keywords
+        given here (e.g. ``fair=True``) are defaults for both views.
 
         Readers share the lock; a writer excludes readers and other writers. A
         writer waiting for readers stops new readers from joining, so a steady
         stream of readers cannot starve it. Read-to-write upgrade is refused.
         """
         self._core.check_open()
-        return RWLock(self._core, name, self._lock_options)
+        return RWLock(self._core, name, self._lock_options, defaults)
 
     async def aclose(self) -> None:
         """Stop renewals and close the connections this Redlock opened.

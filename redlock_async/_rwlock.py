@@ -49,10 +49,13 @@ class RWLock:
     properties as :class:`Lock`.
     """
 
-    def __init__(self, core: Core, name: str, options: OptionsFactory) -> None:
+    def __init__(
+        self, core: Core, name: str, options: OptionsFactory, defaults: LockKeywords
+    ) -> None:
         self._core = core
         self._name = check_name(name)
         self._options = options
+        self._defaults = defaults  # keywords given to rwlock(), for both views
         self.writer_key, self.readers_key, self.waiting_key = rw_keys(core.config.prefix, name)
         self._readers: weakref.WeakSet[ReadLock] = weakref.WeakSet()
 
@@ -66,12 +69,12 @@ class RWLock:
     def read(self, **options: Unpack[LockKeywords]) -> ReadLock:
         """A new read lock (shared with other readers, excluded by a writer)."""
         self._core.check_open()
-        return ReadLock(self, self._options(**options))
+        return ReadLock(self, self._options(**{**self._defaults, **options}))
 
     def write(self, **options: Unpack[LockKeywords]) -> WriteLock:
         """A new write lock (excludes readers and other writers)."""
         self._core.check_open()
-        return WriteLock(self, self._options(**options))
+        return WriteLock(self, self._options(**{**self._defaults, **options}))
 
     def _check_no_read_held(self) -> None:
         # An upgrade is this task asking to write while it reads: the writer

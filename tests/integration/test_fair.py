@@ -99,8 +99,9 @@ async def test_killed_waiter_process_stops_blocking(redis_nodes: RedisNodes) -> 
 
 async def test_fair_readers_queue_behind_a_waiting_writer(make_redlock: MakeRedlock) -> None:
     redlock = make_redlock(retry_delay=0.05, retry_jitter=0.05)
-    rw = redlock.rwlock("job")
-    reader = rw.read(ttl=10.0, fair=True)
+    rw = redlock.rwlock("job", fair=True)  # a default for both views
+    reader = rw.read(ttl=10.0)
+    assert reader.options.fair
     assert await asyncio.ensure_future(reader.acquire())
     events: list[str] = []
 
