@@ -74,6 +74,8 @@ class RedlockConfig:
     """Extra uniform random wait in [0, retry_jitter), seconds. Default 0.2."""
     wake_on_release: bool = True
     """Wake waiters through pub/sub when a lock is released. Default True."""
+    quarantine_grace: float | None = None
+    """Strict mode: also quarantine nodes up for less than this many seconds. Default None (off)."""
 
     def __post_init__(self) -> None:
         check_prefix(self.prefix)
@@ -86,6 +88,11 @@ class RedlockConfig:
         if isinstance(factor, bool) or not isinstance(factor, int | float) or not 0 <= factor < 1:
             raise ConfigurationError(f"drift_factor must be in [0, 1), not {factor!r}")
         object.__setattr__(self, "drift_factor", float(factor))
+        object.__setattr__(
+            self,
+            "quarantine_grace",
+            check_seconds("quarantine_grace", self.quarantine_grace, allow_none=True),
+        )
         if not isinstance(self.wake_on_release, bool):
             raise ConfigurationError(
                 f"wake_on_release must be a bool, not {self.wake_on_release!r}"

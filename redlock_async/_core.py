@@ -18,6 +18,7 @@ from ._errors import RedlockError
 from ._keys import lock_key
 from ._node import Command, Node
 from ._quorum import Quorum, Tally, quorum_of
+from ._restarts import TtlLedger
 from ._wake import WakeHub
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ class Core:
         token_factory: Callable[[], bytes] = new_token,
         rng: random.Random | None = None,
         start_renewal: Callable[[Lock], None] | None = None,
+        ttls: TtlLedger | None = None,
     ) -> None:
         self.nodes = tuple(nodes)
         self.quorum = quorum_of(len(self.nodes))
@@ -58,6 +60,7 @@ class Core:
         self.new_token = token_factory
         self._rng = rng or random.Random()
         self.closed = False
+        self.ttls = ttls or TtlLedger()  # the longest ttl granted: quarantine length
         self._keys: dict[str, bytes] = {}
         # Injected by the Redlock: renewal sits above the lock in the import order.
         self.start_renewal: Callable[[Lock], None] = start_renewal or _no_renewal

@@ -304,6 +304,7 @@ class Lock:
             left = validity(ttl, started, now, core.config.drift_factor)
             if left > 0:
                 self._grant = Grant(token, ttl, now + left, tally, fencing)
+                core.ttls.granted(ttl)
                 self._lost = False
                 self._lost_error = None
                 if self._lost_event is not None:
@@ -357,6 +358,7 @@ class Lock:
             if left > 0:
                 grant.validity_end = core.clock() + left
                 grant.ttl = ttl
+                core.ttls.granted(ttl)
                 return "ok"
         n = len(core.nodes)
         if tally.no > n - core.quorum:

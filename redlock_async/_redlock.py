@@ -20,6 +20,7 @@ from ._node import Node
 from ._redispy import RedisPyNode
 from ._renew import start_renewal
 from ._resp import RespNode
+from ._restarts import Restarts, TtlLedger
 from ._rwlock import RWLock
 from ._scripts import ALL_SCRIPTS
 
@@ -44,7 +45,10 @@ class Redlock:
     - ``retry_delay`` [0.2], ``retry_jitter`` [0.2]: wait between attempts is
       ``retry_delay`` plus uniform random ``[0, retry_jitter)``;
     - ``wake_on_release`` [True]: waiters subscribe to the lock's release
-      announcements and retry at once, instead of only after the retry delay.
+      announcements and retry at once, instead of only after the retry delay;
+    - ``quarantine_grace`` [None]: strict mode - besides nodes seen to restart
+      (always quarantined for the longest ttl granted here), also quarantine
+      nodes up for less than this many seconds.
 
     Raises ConfigurationError for bad arguments. Nothing connects until the
     first command; close with ``await redlock.aclose()`` or ``async with``.
@@ -60,6 +64,7 @@ class Redlock:
         retry_delay: float = 0.2,
         retry_jitter: float = 0.2,
         wake_on_release: bool = True,
+        quarantine_grace: float | None = None,
     ) -> None:
         config = RedlockConfig(
             prefix=prefix,
@@ -68,6 +73,7 @@ class Redlock:
             retry_delay=retry_delay,
             retry_jitter=retry_jitter,
             wake_on_release=wake_on_release,
+            quarantine_grace=quarantine_grace,
         )
         if isinstance(nodes, str | bytes) or not isinstance(nodes, Sequence):
             raise ConfigurationError(
@@ -75,7 +81,8 @@ class Redlock:
             )
         if not nodes:
             raise ConfigurationError("nodes must name at least one Redis node")
-        built = [_make_node(spec, config) for spec in nodes]
+        ttls = TtlLedger()
+        built = [_make_node(spec, config, ttls) for spec in nodes]
         names = [node.name for node in built]
         if len(set(names)) != len(names):
             dupes = sorted({name for name in names if names.count(name) > 1})
@@ -83,7 +90,7 @@ class Redlock:
                 f"nodes lists the same node twice ({', '.join(dupes)}): "
                 "one server would cast several votes"
             )
-        self._core = Core(built, config, start_renewal=start_renewal)
+        self._core = Core(built, config, start_renewal=start_renewal, ttls=ttls)
         # Validated options by keywords: request handlers make a lock per call
         # with the same few settings, so validation runs once per setting.
         self._options: dict[tuple[object, ...], LockOptions] = {}
@@ -229,7 +236,7 @@ class Redlock:
         await self.aclose()
 
 
-def _make_node(spec: object, config: RedlockConfig) -> Node:
+def _make_node(spec: object, config: RedlockConfig, ttls: TtlLedger) -> Node:
     timeout = config.node_timeout
     if isinstance(spec, str):
         address = parse_url(spec)
@@ -237,7 +244,8 @@ def _make_node(spec: object, config: RedlockConfig) -> Node:
             # TLS goes through redis-py; the lean driver speaks plain TCP and unix sockets.
             client = Redis.from_url(spec, socket_timeout=timeout, socket_connect_timeout=timeout)
             return RedisPyNode(client, name=address.display, node_timeout=timeout, owned=True)
-        return RespNode(address, node_timeout=timeout, scripts=ALL_SCRIPTS)
+        restarts = Restarts(address.display, ttls, config.quarantine_grace)
+        return RespNode(address, node_timeout=timeout, scripts=ALL_SCRIPTS, restarts=restarts)
     if isinstance(spec, Redis | RedisCluster):
         return RedisPyNode(spec, name=_client_name(spec), node_timeout=timeout, owned=False)
     raise ConfigurationError(

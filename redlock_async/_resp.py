@@ -32,6 +32,7 @@ import hiredis
 from ._address import Address, connect
 from ._errors import NodeConnectionError, NodeError, NodeResponseError, NodeTimeoutError
 from ._node import Command, Reply, Sink, stall_limit
+from ._restarts import Restarts
 from ._scripts import Script
 
 __all__ = ["RespNode"]
@@ -98,6 +99,8 @@ class _Conn(asyncio.Protocol):
             try:
                 if type(reply) is _ReplyError:
                     self.node._error_reply(str(reply), sink, index, command)
+                elif self.node.restarts.until and command is not None and command.script.grants:
+                    sink.settle(index, self.node.restarts.vote(reply, self.loop.time()))
                 else:
                     sink.settle(index, reply)
             except Exception:  # a bug in a sink must not desynchronise the stream
@@ -123,7 +126,7 @@ class _Conn(asyncio.Protocol):
 class _Handshake:
     """Sink of the commands a new connection starts with."""
 
-    AUTH, SELECT, SCRIPT, PING = range(4)
+    AUTH, SELECT, SCRIPT, PING, INFO = range(5)
 
     def __init__(self, node: RespNode, conn: _Conn) -> None:
         self.node = node
@@ -138,6 +141,8 @@ class _Handshake:
             _log.debug("redlock_async: SCRIPT LOAD failed on %s: %s", self.node.name, reply)
         elif index == self.PING and not isinstance(reply, NodeError):
             self.node._failures = 0  # the node answers: a healthy connection
+        elif index == self.INFO and isinstance(reply, bytes):
+            self.node._observe(reply)
 
 
 class RespNode:
@@ -145,8 +150,16 @@ class RespNode:
 
     ordered = True
 
-    def __init__(self, address: Address, *, node_timeout: float, scripts: Sequence[Script]) -> None:
+    def __init__(
+        self,
+        address: Address,
+        *,
+        node_timeout: float,
+        scripts: Sequence[Script],
+        restarts: Restarts,
+    ) -> None:
         self._address = address
+        self.restarts = restarts
         self._stall = stall_limit(node_timeout)
         self._scripts = tuple(scripts)
         self._conn: _Conn | None = None
@@ -256,6 +269,8 @@ class RespNode:
         for script in self._scripts:
             conn.send(_pack((b"SCRIPT", b"LOAD", script.source)), (sink, sink.SCRIPT, None))
         conn.send(_pack((b"PING",)), (sink, sink.PING, None))
+        # Who is this server? A new run_id means it restarted (maybe empty).
+        conn.send(_pack((b"INFO", b"server")), (sink, sink.INFO, None))
 
     def _backoff(self, loop: asyncio.AbstractEventLoop, error: NodeError) -> None:
         self._failures += 1
@@ -281,6 +296,9 @@ class RespNode:
                 self._last_error = NodeConnectionError(f"connection to {self.name} lost")
                 self._retry_at = 0.0
         return error if error is not None else self._last_error
+
+    def _observe(self, info: bytes) -> None:
+        self.restarts.observe(info, asyncio.get_running_loop().time())
 
     def check_stall(self) -> None:
         conn = self._conn

@@ -34,24 +34,25 @@ class Script:
     name: str
     source: bytes
     sha: bytes  # lowercase hex digest, as EVALSHA and SCRIPT LOAD spell it
+    grants: bool = False  # a yes vote creates a grant (a quarantined node's does not count)
 
     @classmethod
-    def load(cls, name: str) -> Script:
+    def load(cls, name: str, *, grants: bool = False) -> Script:
         source = resources.files(__package__).joinpath("lua", f"{name}.lua").read_bytes()
-        return cls(name, source, hashlib.sha1(source).hexdigest().encode())
+        return cls(name, source, hashlib.sha1(source).hexdigest().encode(), grants)
 
     def __repr__(self) -> str:
         return f"Script({self.name!r}, sha={self.sha.decode()})"
 
 
-ACQUIRE = Script.load("acquire")
+ACQUIRE = Script.load("acquire", grants=True)
 RELEASE = Script.load("release")
 EXTEND = Script.load("extend")
-READ_ACQUIRE = Script.load("rw_read_acquire")
+READ_ACQUIRE = Script.load("rw_read_acquire", grants=True)
 READ_RELEASE = Script.load("rw_read_release")
 READ_EXTEND = Script.load("rw_read_extend")
-WRITE_ACQUIRE = Script.load("rw_write_acquire")
-FAIR_ACQUIRE = Script.load("fair_acquire")
+WRITE_ACQUIRE = Script.load("rw_write_acquire", grants=True)
+FAIR_ACQUIRE = Script.load("fair_acquire", grants=True)
 FAIR_LEAVE = Script.load("fair_leave")
 FENCE_RAISE = Script.load("fence_raise")
 

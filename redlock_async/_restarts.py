@@ -1,0 +1,87 @@
+"""Quarantine of nodes that restarted, the Redlock paper's crash-recovery rule.
+
+A node that restarts without its data could grant a second holder while a
+first grant is still valid. So when a node's ``run_id`` changes (seen on each
+new connection), its yes votes do not count until the longest ttl granted
+through this Redlock has passed since it came back. Strict mode also
+quarantines a node whose uptime is below a grace period, for grants made by
+other processes that this Redlock never saw.
+
+Only nodes reached by the lean driver are watched: redis-py reconnects behind
+its own back, so restarts of nodes given as clients are not seen.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from ._errors import NodeError
+from ._node import Reply
+
+__all__ = ["Restarts", "TtlLedger"]
+
+_log = logging.getLogger("redlock_async")
+_RUN_ID = re.compile(rb"run_id:([0-9a-f]+)")
+_UPTIME = re.compile(rb"uptime_in_seconds:(\d+)")
+
+
+class TtlLedger:
+    """The longest ttl granted through one Redlock: how long a quarantine lasts."""
+
+    __slots__ = ("longest",)
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+
+    def granted(self, ttl: float) -> None:
+        if ttl > self.longest:
+            self.longest = ttl
+
+
+class Restarts:
+    """Restart detection and quarantine for one node."""
+
+    __slots__ = ("_grace", "_ledger", "_name", "run_id", "until")
+
+    def __init__(self, name: str, ledger: TtlLedger, grace: float | None) -> None:
+        self._name = name
+        self._ledger = ledger
+        self._grace = grace
+        self.run_id: bytes | None = None
+        self.until = 0.0  # loop time until which yes votes do not count; 0: none
+
+    def observe(self, info: bytes, now: float) -> None:
+        """Read ``INFO server`` of a new connection."""
+        run_id_match = _RUN_ID.search(info)
+        uptime_match = _UPTIME.search(info)
+        if run_id_match is None or uptime_match is None:
+            return
+        run_id = run_id_match.group(1)
+        uptime = float(uptime_match.group(1))
+        seen, self.run_id = self.run_id, run_id
+        span = 0.0
+        if seen is not None and seen != run_id:
+            # Back since `uptime` seconds; grants it may have forgotten last
+            # at most the longest ttl from then.
+            span = self._ledger.longest - uptime
+            why = "restarted"
+        elif self._grace is not None and uptime < self._grace:
+            span = self._grace - uptime
+            why = f"up for only {uptime:.0f}s (strict mode)"
+        if span > 0:
+            self.until = max(self.until, now + span)
+            _log.warning(
+                "redlock_async: %s %s; its votes do not count for %.1fs", self._name, why, span
+            )
+
+    def vote(self, reply: Reply, now: float) -> Reply:
+        """A granting vote from this node: refused while quarantined."""
+        if now >= self.until:
+            self.until = 0.0
+            return reply
+        if type(reply) is int and reply > 0:
+            return NodeError(
+                f"{self._name} is quarantined after a restart for {self.until - now:.1f}s more"
+            )
+        return reply
