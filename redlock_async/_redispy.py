@@ -15,6 +15,7 @@ from redis.asyncio import Redis, RedisCluster
 
 from ._errors import NodeConnectionError, NodeError, NodeResponseError, NodeTimeoutError
 from ._node import Command, Reply, Sink, stall_limit
+from ._restarts import Restarts
 
 __all__ = ["RedisPyNode", "translate"]
 
@@ -63,6 +64,7 @@ class RedisPyNode:
         name: str,
         node_timeout: float,
         owned: bool,
+        restarts: Restarts | None = None,
     ) -> None:
         self._client = client
         self._name = name
@@ -71,6 +73,9 @@ class RedisPyNode:
         # client has no socket_timeout; this bound keeps tasks from piling up.
         self._stall = stall_limit(node_timeout)
         self._tasks: set[asyncio.Task[object]] = set()
+        # Plain clients are asked for their run_id with each granting script;
+        # a cluster's INFO would answer for an arbitrary shard, so not there.
+        self.restarts = restarts if isinstance(client, Redis) else None
 
     @property
     def name(self) -> str:
@@ -93,9 +98,14 @@ class RedisPyNode:
                 sink.settle(index, NodeConnectionError(f"{self._name}: command cancelled"))
                 return
             exc = task.exception()
-            sink.settle(
-                index, translate(exc, self._name) if exc is not None else _reply(task.result())
-            )
+            if exc is not None:
+                sink.settle(index, translate(exc, self._name))
+                return
+            reply = _reply(task.result())
+            restarts = self.restarts
+            if restarts is not None and restarts.until and command.script.grants:
+                reply = restarts.vote(reply, asyncio.get_running_loop().time())
+            sink.settle(index, reply)
 
         task.add_done_callback(done)
 
@@ -103,6 +113,8 @@ class RedisPyNode:
         keys = command.keys
         script = command.script
         async with asyncio.timeout(self._stall):
+            if self.restarts is not None and script.grants:
+                return await self._run_watched(command)
             try:
                 return await self._client.evalsha(
                     script.sha.decode(), len(keys), *keys, *command.args
@@ -111,6 +123,35 @@ class RedisPyNode:
                 return await self._client.eval(
                     script.source.decode(), len(keys), *keys, *command.args
                 )
+
+    async def _run_watched(self, command: Command) -> object:
+        """A granting script behind ``INFO server`` on the same connection.
+
+        redis-py reconnects on its own, so a restart can only be seen by
+        asking: the pipeline keeps the two in order, so a vote from a server
+        that just restarted is judged with that knowledge.
+        """
+        keys, script = command.keys, command.script
+        for use_sha in (True, False):
+            pipe = self._client.pipeline(transaction=False)
+            pipe.info("server")
+            if use_sha:
+                pipe.evalsha(script.sha.decode(), len(keys), *keys, *command.args)
+            else:
+                pipe.eval(script.source.decode(), len(keys), *keys, *command.args)
+            info, result = await pipe.execute(raise_on_error=False)
+            if isinstance(info, dict) and self.restarts is not None:
+                self.restarts.observe_fields(
+                    str(info.get("run_id", "")).encode(),
+                    float(info.get("uptime_in_seconds", 0)),
+                    asyncio.get_running_loop().time(),
+                )
+            if use_sha and isinstance(result, redis.exceptions.NoScriptError):
+                continue
+            if isinstance(result, Exception):
+                raise result
+            return result
+        raise AssertionError("unreachable")
 
     def check_stall(self) -> None:
         # Nothing to do: each command task carries its own stall bound.

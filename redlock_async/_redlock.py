@@ -243,11 +243,16 @@ def _make_node(spec: object, config: RedlockConfig, ttls: TtlLedger) -> Node:
         if address.tls:
             # TLS goes through redis-py; the lean driver speaks plain TCP and unix sockets.
             client = Redis.from_url(spec, socket_timeout=timeout, socket_connect_timeout=timeout)
-            return RedisPyNode(client, name=address.display, node_timeout=timeout, owned=True)
+            restarts = Restarts(address.display, ttls, config.quarantine_grace)
+            return RedisPyNode(
+                client, name=address.display, node_timeout=timeout, owned=True, restarts=restarts
+            )
         restarts = Restarts(address.display, ttls, config.quarantine_grace)
         return RespNode(address, node_timeout=timeout, scripts=ALL_SCRIPTS, restarts=restarts)
     if isinstance(spec, Redis | RedisCluster):
-        return RedisPyNode(spec, name=_client_name(spec), node_timeout=timeout, owned=False)
+        name = _client_name(spec)
+        restarts = Restarts(name, ttls, config.quarantine_grace)
+        return RedisPyNode(spec, name=name, node_timeout=timeout, owned=False, restarts=restarts)
     raise ConfigurationError(
         f"a node must be a URL or a redis.asyncio Redis/RedisCluster, not {type(spec).__name__}"
     )

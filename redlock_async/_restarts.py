@@ -7,8 +7,10 @@ through this Redlock has passed since it came back. Strict mode also
 quarantines a node whose uptime is below a grace period, for grants made by
 other processes that this Redlock never saw.
 
-Only nodes reached by the lean driver are watched: redis-py reconnects behind
-its own back, so restarts of nodes given as clients are not seen.
+The lean driver reads ``INFO server`` on every new connection; with a plain
+redis-py client, which reconnects behind our back, ``INFO server`` rides in
+the same pipeline as each granting script. Redis Cluster nodes are not
+watched (an INFO there answers for an arbitrary shard).
 """
 
 from __future__ import annotations
@@ -52,13 +54,17 @@ class Restarts:
         self.until = 0.0  # loop time until which yes votes do not count; 0: none
 
     def observe(self, info: bytes, now: float) -> None:
-        """Read ``INFO server`` of a new connection."""
+        """Read the raw ``INFO server`` text of a new connection."""
         run_id_match = _RUN_ID.search(info)
         uptime_match = _UPTIME.search(info)
         if run_id_match is None or uptime_match is None:
             return
-        run_id = run_id_match.group(1)
-        uptime = float(uptime_match.group(1))
+        self.observe_fields(run_id_match.group(1), float(uptime_match.group(1)), now)
+
+    def observe_fields(self, run_id: bytes, uptime: float, now: float) -> None:
+        """Compare the server's run_id and uptime with what was seen before."""
+        if not run_id:
+            return
         seen, self.run_id = self.run_id, run_id
         span = 0.0
         if seen is not None and seen != run_id:

@@ -1,8 +1,4 @@
-"""Quarantine of restarted nodes (the Redlock paper's crash-recovery rule).
-
-Lean driver only: redis-py reconnects on its own, so restarts of nodes given as
-clients are not seen (documented).
-"""
+"""Quarantine of restarted nodes (the Redlock paper's crash-recovery rule)."""
 
 from __future__ import annotations
 
@@ -11,74 +7,76 @@ import logging
 
 import pytest
 
-from redlock_async import Redlock
 from redlock_async.testing import RedisNodes
+
+from ..conftest import MakeRedlock, no_keys_left
 
 
 async def test_a_node_that_restarted_empty_cannot_grant_twice(
-    redis_nodes: RedisNodes, caplog: pytest.LogCaptureFixture
+    make_redlock: MakeRedlock, redis_nodes: RedisNodes, caplog: pytest.LogCaptureFixture
 ) -> None:
     n1, _, n3 = redis_nodes
     n3.kill()
-    async with Redlock(redis_nodes.urls, retry_delay=0.05, retry_jitter=0.05) as redlock:
-        first = redlock.lock("job", ttl=4.0, auto_extend=False)
-        assert await first.acquire()  # held on n1 and n2
-        n1.kill()
-        n1.restart()  # back, with no data: it forgot the grant
-        n3.restart()
-        second = redlock.lock("job", ttl=2.0, auto_extend=False)
-        quarantined = False
-        with caplog.at_level(logging.WARNING, logger="redlock_async"):
-            # Attempts while the first grant is valid: connections come back,
-            # n3 votes yes, n1 would too - but its vote is refused.
-            for _ in range(15):
-                assert not await second.acquire(blocking=False)
-                quarantined |= any("quarantined" in str(e) for e in second._errors.values())
-                await asyncio.sleep(0.1)
-        assert quarantined
-        assert "restarted" in caplog.text
-        assert first.held
-        # Once the first grant has certainly ended, the node votes again.
-        assert await second.acquire(timeout=10.0)
-        assert not first.held
-        await second.release()
+    redlock = make_redlock(retry_delay=0.05, retry_jitter=0.05)
+    first = redlock.lock("job", ttl=4.0, auto_extend=False)
+    assert await first.acquire()  # held on n1 and n2
+    n1.kill()
+    n1.restart()  # back, with no data: it forgot the grant
+    n3.restart()
+    second = redlock.lock("job", ttl=2.0, auto_extend=False)
+    quarantined = False
+    with caplog.at_level(logging.WARNING, logger="redlock_async"):
+        # Attempts while the first grant is valid: connections come back,
+        # n3 votes yes, n1 would too - but its vote is refused.
+        for _ in range(15):
+            assert not await second.acquire(blocking=False)
+            quarantined |= any("quarantined" in str(e) for e in second._errors.values())
+            await asyncio.sleep(0.1)
+    assert quarantined
+    assert "restarted" in caplog.text
+    assert first.held
+    # Once the first grant has certainly ended, the node votes again.
+    assert await second.acquire(timeout=10.0)
+    assert not first.held
+    await second.release()
 
 
 async def test_strict_mode_protects_grants_this_redlock_never_saw(
-    redis_nodes: RedisNodes,
+    make_redlock: MakeRedlock, redis_nodes: RedisNodes
 ) -> None:
     n1, n2, n3 = redis_nodes
     n3.kill()
-    async with Redlock(redis_nodes.urls) as holder_side:
-        first = holder_side.lock("job", ttl=2.0, auto_extend=False)
-        assert await first.acquire()
-        n1.kill()
-        n1.restart()
-        n3.restart()
-        # A fresh Redlock has no run_id history: only strict mode can tell.
-        async with Redlock(redis_nodes.urls) as lenient:
-            assert await lenient.lock("job", ttl=2.0, auto_extend=False).acquire(blocking=False)
-        for node in redis_nodes:  # undo what the lenient one was wrongly granted
-            node.client().delete(b"redlock:{job}")
-        n2.client().set(b"redlock:{job}", b"first", px=2000)
-        async with Redlock(redis_nodes.urls, quarantine_grace=1.5) as strict:
-            lock = strict.lock("job", ttl=2.0, auto_extend=False)
-            assert not await lock.acquire(blocking=False)
-            assert any("quarantined" in str(e) for e in lock._errors.values())
-            assert await lock.acquire(timeout=10.0)  # after the grace, votes count
-            await lock.release()
+    holder_side = make_redlock()
+    first = holder_side.lock("job", ttl=2.0, auto_extend=False)
+    assert await first.acquire()
+    n1.kill()
+    n1.restart()
+    n3.restart()
+    # A fresh Redlock has no run_id history: only strict mode can tell.
+    lenient = make_redlock()
+    assert await lenient.lock("job", ttl=2.0, auto_extend=False).acquire(blocking=False)
+    for node in redis_nodes:  # undo what the lenient one was wrongly granted
+        node.client().delete(b"redlock:{job}")
+    n2.client().set(b"redlock:{job}", b"first", px=2000)
+    strict = make_redlock(quarantine_grace=1.5)
+    lock = strict.lock("job", ttl=2.0, auto_extend=False)
+    assert not await lock.acquire(blocking=False)
+    assert any("quarantined" in str(e) for e in lock._errors.values())
+    assert await lock.acquire(timeout=10.0)  # after the grace, votes count
+    await lock.release()
 
 
-async def test_quarantine_is_a_failed_vote_not_a_leak(redis_nodes: RedisNodes) -> None:
+async def test_quarantine_is_a_failed_vote_not_a_leak(
+    make_redlock: MakeRedlock, redis_nodes: RedisNodes
+) -> None:
     n1 = redis_nodes[0]
-    async with Redlock(redis_nodes.urls) as redlock:
-        lock = redlock.lock("job", ttl=5.0, auto_extend=False)
-        assert await lock.acquire()
-        await lock.release()
-        n1.kill()
-        n1.restart()
-        lock = redlock.lock("job", ttl=5.0, auto_extend=False)
-        assert await lock.acquire(blocking=False)  # n2, n3 grant; n1 is quarantined
-        await lock.release()
-        await asyncio.sleep(0.1)
-        assert n1.client().keys("redlock:*") == []
+    redlock = make_redlock()
+    lock = redlock.lock("job", ttl=5.0, auto_extend=False)
+    assert await lock.acquire()
+    await lock.release()
+    n1.kill()
+    n1.restart()
+    lock = redlock.lock("job", ttl=5.0, auto_extend=False)
+    assert await lock.acquire(blocking=False)  # n2, n3 grant; n1 is quarantined
+    await lock.release()
+    assert await no_keys_left([n1])
