@@ -90,6 +90,7 @@ class _Conn(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         reader = self.reader
         pending = self.pending
+        restarts = self.node.restarts
         reader.feed(data)
         while (reply := reader.gets()) is not False:
             if not pending:
@@ -99,8 +100,8 @@ class _Conn(asyncio.Protocol):
             try:
                 if type(reply) is _ReplyError:
                     self.node._error_reply(str(reply), sink, index, command)
-                elif self.node.restarts.until and command is not None and command.script.grants:
-                    sink.settle(index, self.node.restarts.vote(reply, self.loop.time()))
+                elif restarts.until and command is not None and command.script.grants:
+                    sink.settle(index, restarts.vote(reply, self.loop.time()))
                 else:
                     sink.settle(index, reply)
             except Exception:  # a bug in a sink must not desynchronise the stream
