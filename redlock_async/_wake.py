@@ -194,7 +194,11 @@ class _RedisPySubscriber:
                     message = await pubsub.get_sharded_message(
                         ignore_subscribe_messages=True, timeout=1.0
                     )
-                    if message is not None and message.get("type") == "smessage":
+                    if message is None:
+                        # redis-py may return at once (e.g. no shard subscribed
+                        # any more): never spin on the event loop.
+                        await asyncio.sleep(0.05)
+                    elif message.get("type") == "smessage":
                         self.hub.notify(message["channel"])
             else:
                 async for message in pubsub.listen():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -12,6 +13,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from types import TracebackType
 
 __all__ = ["INSTALL_HINT", "RedisServer", "find_redis_server", "free_port", "ping"]
 
@@ -20,6 +22,8 @@ INSTALL_HINT = (
     "(Debian/Ubuntu: apt-get install redis-server; macOS: brew install redis) "
     "or a running Docker engine"
 )
+
+_PORT_TAKEN = "Address already in use"
 
 
 def find_redis_server() -> str | None:
@@ -44,12 +48,36 @@ def ping(port: int, timeout: float = 0.2) -> bool:
         return False
 
 
+def _served_by(port: int, timeout: float = 0.2) -> int | None:
+    """The pid of the Redis answering on ``port`` (from INFO), 0 if it will not
+    say (an error such as NOAUTH), None if nothing answers.
+
+    A PONG alone is not enough: if another process won the race for the port,
+    it would answer for a server of ours that failed to bind and exited.
+    """
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+            sock.sendall(b"INFO server\r\n")
+            data = b""
+            while (found := re.search(rb"process_id:(\d+)\r\n", data)) is None:
+                if data.startswith(b"-") and data.endswith(b"\r\n"):
+                    return 0
+                chunk = sock.recv(4096)
+                if not chunk or len(data) > 65536:
+                    return None
+                data += chunk
+            return int(found.group(1))
+    except (OSError, ValueError):
+        return None
+
+
 class RedisServer:
     """One ``redis-server`` process with no persistence and its own temp dir.
 
     ``start()`` launches it, ``kill()`` / ``pause()`` / ``resume()`` /
     ``restart()`` inject faults, ``stop()`` ends it and removes its files.
-    Processes are only ever signalled by their own pid.
+    Processes are only ever signalled by their own pid. Usable as a context
+    manager (``with RedisServer() as server:``).
     """
 
     def __init__(
@@ -57,13 +85,14 @@ class RedisServer:
         port: int | None = None,
         *,
         extra_args: Sequence[str] = (),
-        executable: str | None = None,
+        executable: str = "redis-server",
     ) -> None:
         self._requested_port = port
         self.port = port or 0
         self.extra_args = list(extra_args)
-        self.executable = executable or find_redis_server() or "redis-server"
-        self.dir = Path(tempfile.mkdtemp(prefix="redlock-node-"))
+        self.executable = executable
+        # Its data and log; made on launch, not here: a server never started leaves nothing.
+        self.dir: Path | None = None
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -72,6 +101,7 @@ class RedisServer:
 
     @property
     def pid(self) -> int | None:
+        """The pid of the current (or last) process; None before the first start."""
         return self._proc.pid if self._proc is not None else None
 
     @property
@@ -81,13 +111,32 @@ class RedisServer:
     def __repr__(self) -> str:
         return f"RedisServer(port={self.port}, pid={self.pid})"
 
+    def __enter__(self) -> RedisServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
     def launch(self) -> None:
-        """Start the process without waiting for it to answer (see ``wait_ready``)."""
+        """Start the process without waiting for it to answer (see ``wait_ready``).
+
+        Launching several servers, then waiting for each, starts them in parallel.
+        """
+        binary = shutil.which(self.executable)
+        if binary is None:
+            raise RuntimeError(f"{INSTALL_HINT} ({self.executable!r} not found)")
+        if self.dir is None:
+            self.dir = Path(tempfile.mkdtemp(prefix="redlock-node-"))
         if not self.port:
             self.port = free_port()
-        log = self.dir / "redis.log"
         args = [
-            self.executable,
+            binary,
             "--port", str(self.port),
             "--bind", "127.0.0.1",
             "--save", "",
@@ -95,56 +144,63 @@ class RedisServer:
             "--dir", str(self.dir),
             "--daemonize", "no",
             "--protected-mode", "no",
-            "--logfile", str(log),
+            "--logfile", str(self.dir / "redis.log"),
             *self.extra_args,
         ]  # fmt: skip
-        try:
-            self._proc = subprocess.Popen(
-                args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
-            )
-        except FileNotFoundError as exc:
-            raise RuntimeError(INSTALL_HINT) from exc
+        self._proc = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
+        )
 
-    def wait_ready(self, timeout: float = 10.0) -> None:
+    def wait_ready(self, timeout: float = 10.0, *, keep_port: bool = False) -> None:
+        """Wait until this server (not some other process) answers on its port.
+
+        If the port we picked was taken between choosing it and the server's
+        bind, launch again on another one - unless the caller gave the port,
+        or ``keep_port`` (a restart must come back where clients expect it).
+        """
         deadline = time.monotonic() + timeout
+        retries = 0 if self._requested_port or keep_port else 5
         while time.monotonic() < deadline:
-            if ping(self.port):
+            proc = self._proc
+            if proc is None:
+                raise RuntimeError("wait_ready() before launch()")
+            served_by = _served_by(self.port)
+            # 0: a password-protected Redis answered; trust it while ours is alive.
+            if served_by == proc.pid or (served_by == 0 and proc.poll() is None):
                 return
-            if self._proc is not None and self._proc.poll() is not None:
-                break
+            if proc.poll() is not None:
+                if retries == 0 or _PORT_TAKEN not in self.log_tail():
+                    break
+                retries -= 1
+                self.port = 0
+                self.launch()
+                continue
             time.sleep(0.005)
         tail = self.log_tail()
         self.kill()
         raise RuntimeError(f"redis-server on port {self.port} did not start:\n{tail}")
 
     def start(self, timeout: float = 10.0) -> None:
-        """Launch and wait until it answers PING; retries on a port race."""
-        for attempt in range(5):
-            self.launch()
-            try:
-                self.wait_ready(timeout)
-                return
-            except RuntimeError:
-                if self._requested_port or attempt == 4:
-                    raise
-                self.port = 0  # someone took the port between our check and bind
+        """Launch and wait until it answers (within ``timeout`` seconds)."""
+        self.launch()
+        self.wait_ready(timeout)
 
     def log_tail(self, lines: int = 20) -> str:
-        log = self.dir / "redis.log"
-        if not log.exists():
+        log = self.dir / "redis.log" if self.dir is not None else None
+        if log is None or not log.exists():
             return "(no log)"
         return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
 
     def _signal(self, sig: signal.Signals) -> None:
-        if self.is_running:
-            assert self._proc is not None
+        if self._proc is not None and self._proc.poll() is None:
             os.kill(self._proc.pid, sig)
 
     def pause(self) -> None:
-        """SIGSTOP: the server keeps its sockets but answers nothing."""
+        """SIGSTOP: the server keeps its sockets (connects still succeed) but answers nothing."""
         self._signal(signal.SIGSTOP)
 
     def resume(self) -> None:
+        """SIGCONT: a paused server carries on, with its data."""
         self._signal(signal.SIGCONT)
 
     def kill(self) -> None:
@@ -157,29 +213,42 @@ class RedisServer:
     def restart(self, timeout: float = 10.0) -> None:
         """Kill, then start again on the same port with no data."""
         self.kill()
-        for leftover in self.dir.glob("*.rdb"):
-            leftover.unlink()
-        deadline = time.monotonic() + timeout
-        while True:
-            self.launch()
-            try:
-                self.wait_ready(max(0.5, deadline - time.monotonic()))
-                return
-            except RuntimeError:
-                # The old socket may linger for a moment; try again until the deadline.
-                if time.monotonic() > deadline:
-                    raise
+        for leftover in self.dir.glob("*.rdb") if self.dir is not None else ():
+            leftover.unlink()  # in case extra_args turned persistence on
+        self.launch()
+        self.wait_ready(timeout, keep_port=True)
 
-    def stop(self) -> None:
-        """End the process (SIGTERM, then SIGKILL) and remove its files. Idempotent."""
+    def stop(self, grace: float = 5.0) -> None:
+        """End the process and remove its files. Idempotent.
+
+        Redis only notices SIGTERM on its next cron tick (up to 100 ms), which
+        adds up over many nodes; SHUTDOWN NOSAVE acts at once. SIGTERM, then
+        SIGKILL after ``grace`` seconds, remain for a server that will not answer.
+        """
         proc = self._proc
         if proc is not None and proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGCONT)  # a paused server cannot handle SIGTERM
-            proc.terminate()
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
-        shutil.rmtree(self.dir, ignore_errors=True)
+                os.kill(proc.pid, signal.SIGCONT)  # a paused server can neither answer nor exit
+            if _served_by(self.port) == proc.pid:  # not if it will not say (a password)
+                self._send(b"SHUTDOWN NOSAVE\r\n")
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=1.0)
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=grace)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(timeout=10)
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+
+    def _send(self, command: bytes) -> None:
+        """Send one command and wait for the connection to end (or the reply)."""
+        with (
+            contextlib.suppress(OSError),
+            socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock,
+        ):
+            sock.sendall(command)
+            sock.recv(64)

@@ -9,6 +9,9 @@ makes these fixtures available to any test suite:
 - ``redis_cluster``: a 3-master Redis Cluster of local processes.
 
 Everything is stopped at teardown, by pid, whatever the test's outcome.
+The fixtures are sync (process management is), so they suit any test style.
+Without redis-server (and without Docker, for nodes) they fail the test with
+a message saying how to install Redis.
 """
 
 from __future__ import annotations
@@ -21,10 +24,12 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from ._cluster import RedisClusterNodes
-from ._nodes import RedisNodes
+from ._nodes import RedisNode, RedisNodes
 from ._server import INSTALL_HINT, find_redis_server
 
-__all__ = ["redis_cluster", "redis_nodes", "redis_nodes_factory"]
+__all__ = ["RedisNode", "RedisNodes", "redis_cluster", "redis_nodes", "redis_nodes_factory"]
+
+DEFAULT_NODES = 3
 
 
 def _start(n: int) -> RedisNodes:
@@ -38,7 +43,11 @@ def _start(n: int) -> RedisNodes:
 def redis_nodes(request: pytest.FixtureRequest) -> Iterator[RedisNodes]:
     """N throwaway nodes (``@pytest.mark.redis_nodes(N)``, default 3)."""
     marker = request.node.get_closest_marker("redis_nodes")
-    n = int(marker.args[0]) if marker is not None and marker.args else 3
+    n = DEFAULT_NODES
+    if marker is not None:
+        n = marker.args[0] if marker.args else marker.kwargs.get("n", DEFAULT_NODES)
+    if not isinstance(n, int) or n < 1:
+        pytest.fail(f"@pytest.mark.redis_nodes(n) needs a positive int, got {n!r}", pytrace=False)
     nodes = _start(n)
     try:
         yield nodes

@@ -1,0 +1,145 @@
+"""The fault-injecting proxy, against real redis-server processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+
+import pytest
+import redis
+
+from redlock_async.testing import Proxy, RedisNode, RedisNodes, RedisServer
+
+from ._util import all_gone, client, single
+
+pytestmark = pytest.mark.redis_nodes(1)
+
+
+@pytest.fixture
+def node(redis_nodes: RedisNodes) -> RedisNode:
+    return redis_nodes[0]
+
+
+def round_trip(port: int) -> float:
+    c = client(port, timeout=5.0)
+    try:
+        c.ping()  # connect first: measure one command, not the handshake
+        started = time.monotonic()
+        c.ping()
+        return time.monotonic() - started
+    finally:
+        c.close()
+
+
+def test_delay_adds_latency_each_way(node: RedisNode) -> None:
+    node.delay(0.1)
+    assert round_trip(node.port) >= 0.19  # 0.1 s each way; a lower bound only
+    node.heal()
+    healed = client(node.port)
+    assert healed.ping()
+    healed.close()
+
+
+def test_delay_with_jitter_keeps_order(node: RedisNode) -> None:
+    node.delay(0.0, jitter=0.05)
+    with socket.create_connection(("127.0.0.1", node.port), timeout=5.0) as sock:
+        expected = b""
+        for i in range(30):
+            # One chunk each (the pause keeps them apart), each with its own random lag.
+            word = b"w%02d" % i
+            sock.sendall(b"ECHO " + word + b"\r\n")
+            expected += b"$3\r\n" + word + b"\r\n"
+            time.sleep(0.002)
+        received = b""
+        while len(received) < len(expected):
+            chunk = sock.recv(4096)
+            assert chunk, "connection closed early"
+            received += chunk
+    assert received == expected
+
+
+def test_blackhole_then_heal(node: RedisNode) -> None:
+    before = client(node.port, timeout=0.3)
+    assert before.ping()
+    node.blackhole()
+    with socket.create_connection(("127.0.0.1", node.port), timeout=1.0):
+        pass  # the TCP connect still succeeds, as to a host that went dark
+    fresh = client(node.port, timeout=0.3)
+    for one in (before, fresh):
+        with pytest.raises(redis.TimeoutError):
+            one.ping()
+        one.close()
+    node.heal()
+    healed = client(node.port)
+    assert healed.ping()
+    healed.close()
+
+
+def test_drop_replies(node: RedisNode) -> None:
+    node.proxy.drop_replies()
+    # A raw socket: redis-py's connection handshake would already time out.
+    with socket.create_connection(("127.0.0.1", node.port), timeout=0.3) as sock:
+        sock.sendall(b"SET k v\r\n")
+        with pytest.raises(TimeoutError):
+            sock.recv(64)
+    assert node.client().get(b"k") == b"v"  # the request did reach the server
+    node.heal()
+    healed = client(node.port)
+    assert healed.get(b"k") == b"v"
+    healed.close()
+
+
+def test_reset_aborts_open_connections(node: RedisNode) -> None:
+    conn = single(node.port)
+    assert conn.ping()
+    node.reset_connections()
+    with pytest.raises(redis.ConnectionError):
+        conn.ping()  # the same connection: it was cut
+    conn.close()
+    fresh = client(node.port)
+    assert fresh.ping()
+    fresh.close()
+
+
+def test_refuse_then_heal_on_the_same_port(node: RedisNode) -> None:
+    port = node.port
+    before = single(port)
+    assert before.ping()
+    node.refuse()
+    with pytest.raises(redis.ConnectionError):
+        before.ping()  # open connections are cut
+    before.close()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
+    node.heal()
+    assert node.port == port
+    healed = client(port)
+    assert healed.ping()
+    healed.close()
+
+
+def test_proxy_process_ends_with_stdin_and_on_sigterm() -> None:
+    with RedisServer() as server, Proxy() as proxy:
+        listener = proxy.add(server.port)
+        c = client(listener.port)
+        assert c.ping()
+        c.close()
+        pid = proxy.pid
+        assert pid is not None
+    assert all_gone([pid])  # stdin closed: it exits
+
+    with RedisServer() as server:
+        proxy = Proxy()
+        proxy.start()
+        listener = proxy.add(server.port)
+        pid = proxy.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGTERM)
+        with pytest.raises(RuntimeError, match="exited"):
+            for _ in range(100):  # until the process has gone
+                listener.heal()
+                time.sleep(0.01)
+        proxy.close()
+        assert all_gone([pid])
