@@ -76,7 +76,7 @@ async def settle(seconds: float = 0.3) -> None:
     await asyncio.sleep(seconds)
 
 
-async def eventually(check: Callable[[], bool], within: float = 5.0) -> bool:
+async def eventually(check: Callable[[], bool], within: float = 15.0) -> bool:
     """True once ``check()`` holds: decisions do not wait for the slowest node,
     so its commands may still be landing. Polls up to ``within`` seconds - a
     liveness bound, not a speed requirement."""
@@ -89,6 +89,6 @@ async def eventually(check: Callable[[], bool], within: float = 5.0) -> bool:
     return True
 
 
-async def no_keys_left(nodes: Sequence[RedisNode], within: float = 5.0) -> bool:
+async def no_keys_left(nodes: Sequence[RedisNode], within: float = 15.0) -> bool:
     """True once no node holds a ``redlock:*`` key (in-flight cleanup may still land)."""
     return await eventually(lambda: all(not keys for keys in lock_keys(nodes)), within)
