@@ -93,7 +93,7 @@ async def test_without_wake_ups_waiters_poll(make_redlock: MakeRedlock) -> None:
 
 @pytest.mark.xfail(
     strict=False,
-    reason="failed twice in fresh-clone CI on a loaded machine, passes locally; under investigation",
+    reason="failed twice in fresh-clone CI on a loaded machine; under investigation",
 )
 async def test_rwlock_waiters_are_woken(make_redlock: MakeRedlock, redis_nodes: RedisNodes) -> None:
     redlock = make_redlock(retry_delay=60.0, retry_jitter=0.0)
