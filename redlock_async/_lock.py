@@ -285,6 +285,9 @@ class Lock:
         ttl = self._options.ttl
         token = core.new_token()
         command = self._acquire_command(token, ttl)
+        # Recorded before sending: a node may keep this grant even if the
+        # attempt fails here, and a restart seen meanwhile must cover it.
+        core.ttls.granted(ttl)
         started = core.clock()
         tally = self._last_attempt = core.fanout(command)
         fencing: int | None = None
@@ -304,7 +307,6 @@ class Lock:
             left = validity(ttl, started, now, core.config.drift_factor)
             if left > 0:
                 self._grant = Grant(token, ttl, now + left, tally, fencing)
-                core.ttls.granted(ttl)
                 self._lost = False
                 self._lost_error = None
                 if self._lost_event is not None:
@@ -348,6 +350,7 @@ class Lock:
     # -- extend ------------------------------------------------------------
 
     def _send_extend(self, grant: Grant, ttl: float) -> Tally:
+        self._core.ttls.granted(ttl)
         return self._core.fanout(self._extend_command(grant.token, ttl))
 
     def _judge_extend(self, grant: Grant, tally: Tally, started: float, ttl: float) -> Verdict:
@@ -358,7 +361,6 @@ class Lock:
             if left > 0:
                 grant.validity_end = core.clock() + left
                 grant.ttl = ttl
-                core.ttls.granted(ttl)
                 return "ok"
         n = len(core.nodes)
         if tally.no > n - core.quorum:

@@ -27,6 +27,12 @@ _log = logging.getLogger("redlock_async")
 _RUN_ID = re.compile(rb"run_id:([0-9a-f]+)")
 _UPTIME = re.compile(rb"uptime_in_seconds:(\d+)")
 
+# Redis reports uptime as the difference of two whole wall-clock seconds, so
+# it overstates the time since start by up to one second (start at x.99,
+# asked at y.01). Taking it at its word once cut a quarantine short by that
+# much and let a second holder in; a quarantine always adds this second back.
+UPTIME_RESOLUTION = 1.0
+
 
 class TtlLedger:
     """The longest ttl granted through one Redlock: how long a quarantine lasts."""
@@ -67,13 +73,15 @@ class Restarts:
             return
         seen, self.run_id = self.run_id, run_id
         span = 0.0
+        # The least time the server can have been up.
+        up_at_least = max(0.0, uptime - UPTIME_RESOLUTION)
         if seen is not None and seen != run_id:
-            # Back since `uptime` seconds; grants it may have forgotten last
-            # at most the longest ttl from then.
-            span = self._ledger.longest - uptime
+            # Back since `up_at_least` seconds at the least; grants it may
+            # have forgotten last at most the longest ttl from then.
+            span = self._ledger.longest - up_at_least
             why = "restarted"
-        elif self._grace is not None and uptime < self._grace:
-            span = self._grace - uptime
+        elif self._grace is not None and up_at_least < self._grace:
+            span = self._grace - up_at_least
             why = f"up for only {uptime:.0f}s (strict mode)"
         if span > 0:
             self.until = max(self.until, now + span)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,6 +30,9 @@ __all__ = ["Subscription", "WakeHub"]
 
 _log = logging.getLogger("redlock_async")
 _pack: Any = hiredis.pack_command
+# Reconnect backoff of a wake-up connection (seconds, doubled up to the cap).
+_BACKOFF_FIRST = 0.05
+_BACKOFF_MAX = 2.0
 
 
 class _SubConn(asyncio.Protocol):
@@ -58,7 +62,16 @@ class _SubConn(asyncio.Protocol):
 
 
 class _Subscriber:
-    """The pub/sub connection to one node, made on first use."""
+    """The pub/sub connection to one node, made on first use.
+
+    ``confirmed`` holds the channels wanted on this node, each with the
+    future its ``SSUBSCRIBE`` confirmation settles. Wanting a channel is
+    recorded before any I/O, so a waiter that stops waiting for the
+    confirmation (``WakeHub.subscribe`` gives nodes ``node_timeout``) still
+    gets subscribed once the connection is up; a lost or refused connection is
+    re-made with backoff while channels are wanted, and every wanted channel
+    is subscribed again on it.
+    """
 
     def __init__(self, hub: WakeHub, address: Address) -> None:
         self.hub = hub
@@ -72,40 +85,59 @@ class _Subscriber:
         """Subscribe to ``channel`` and wait for the node's confirmation."""
         if self.disabled:
             return
-        loop = asyncio.get_running_loop()
-        if self.conn is None:
-            if self.connecting is None:
-                self.connecting = loop.create_task(self._connect())
-            await asyncio.shield(self.connecting)
-            if self.conn is None:
-                return  # the node is down: its waiters poll
         future = self.confirmed.get(channel)
         if future is None:
-            future = self.confirmed[channel] = loop.create_future()
-            self._send(b"SSUBSCRIBE", channel)
+            future = self.confirmed[channel] = asyncio.get_running_loop().create_future()
+            if self.conn is not None:
+                self._send(b"SSUBSCRIBE", channel)
+            else:
+                self._start_connecting()
         await asyncio.shield(future)
+
+    def _start_connecting(self) -> None:
+        if self.connecting is None and not self.disabled:
+            self.connecting = asyncio.get_running_loop().create_task(self._connect())
+
+    def _settle_all(self) -> None:
+        # Confirmations that cannot come now: their waiters poll meanwhile.
+        for future in self.confirmed.values():
+            if not future.done():
+                future.set_result(None)
 
     async def _connect(self) -> None:
         loop = asyncio.get_running_loop()
         address = self.address
+        backoff = _BACKOFF_FIRST
         try:
-            factory = lambda: _SubConn(self, loop)  # noqa: E731
-            conn = await connect(address, factory, self.hub.connect_timeout)
-        except (OSError, TimeoutError) as exc:
-            _log.debug("redlock_async: no wake-up connection to %s: %s", address.display, exc)
-            return
+            while self.confirmed and not self.disabled:
+                try:
+                    factory = lambda: _SubConn(self, loop)  # noqa: E731
+                    conn = await connect(address, factory, self.hub.connect_timeout)
+                except (OSError, TimeoutError) as exc:
+                    _log.debug(
+                        "redlock_async: no wake-up connection to %s: %s", address.display, exc
+                    )
+                    self._settle_all()
+                    await asyncio.sleep(backoff * random.uniform(0.5, 1.5))
+                    backoff = min(backoff * 2, _BACKOFF_MAX)
+                    continue
+                if self.disabled:  # closed while connecting
+                    if conn.transport is not None:
+                        conn.transport.close()
+                    return
+                self.conn = conn
+                if address.password is not None:
+                    auth: tuple[object, ...] = (b"AUTH", address.password)
+                    if address.username is not None:
+                        auth = (b"AUTH", address.username, address.password)
+                    self._send(*auth)
+                for channel, future in list(self.confirmed.items()):
+                    if future.done():
+                        self.confirmed[channel] = loop.create_future()
+                    self._send(b"SSUBSCRIBE", channel)
+                return
         finally:
             self.connecting = None
-        if self.disabled:  # closed while connecting
-            if conn.transport is not None:
-                conn.transport.close()
-            return
-        self.conn = conn
-        if address.password is not None:
-            auth: tuple[object, ...] = (b"AUTH", address.password)
-            if address.username is not None:
-                auth = (b"AUTH", address.username, address.password)
-            self._send(*auth)
 
     def _send(self, *command: object) -> None:
         if self.conn is not None and self.conn.transport is not None:
@@ -125,9 +157,7 @@ class _Subscriber:
         # this node's waiters poll.
         _log.info("redlock_async: no wake-ups from %s: %s", self.address.display, message)
         self.disabled = True
-        for future in self.confirmed.values():
-            if not future.done():
-                future.set_result(None)
+        self._settle_all()
         if self.conn is not None and self.conn.transport is not None:
             self.conn.transport.close()
 
@@ -138,11 +168,9 @@ class _Subscriber:
     def lost(self, conn: _SubConn) -> None:
         if self.conn is conn:
             self.conn = None
-            # Pending confirmations will never come; waiters fall back to polling.
-            for future in self.confirmed.values():
-                if not future.done():
-                    future.set_result(None)
-            self.confirmed.clear()
+            self._settle_all()
+            if self.confirmed:  # waiters remain: come back for them
+                self._start_connecting()
 
     async def aclose(self) -> None:
         self.disabled = True
@@ -168,23 +196,41 @@ class _RedisPySubscriber:
         self.pubsub: Any = None
         self.reader: asyncio.Task[None] | None = None
         self.channels: set[bytes] = set()
+        self.subscribing: dict[bytes, asyncio.Task[None]] = {}
         self.tasks: set[asyncio.Task[Any]] = set()
 
     async def ensure(self, channel: bytes) -> None:
         if channel in self.channels:
             return
+        # The subscribing runs on its own, so a waiter that stops waiting for
+        # it (WakeHub.subscribe gives nodes node_timeout) neither aborts it
+        # half way nor leaves a subscription we do not know about.
+        task = self.subscribing.get(channel)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._subscribe(channel))
+            self.subscribing[channel] = task
+            task.add_done_callback(lambda _: self.subscribing.pop(channel, None))
+        await asyncio.shield(task)
+
+    async def _subscribe(self, channel: bytes) -> None:
         try:
             if self.pubsub is None:
                 if isinstance(self.client, RedisCluster):
                     await self.client.initialize()  # the slot map routes the channel
                 self.pubsub = self.client.pubsub()
-            await self.pubsub.ssubscribe(channel)
+            pubsub = self.pubsub
+            await pubsub.ssubscribe(channel)
         except Exception as exc:  # the node is down or refuses: its waiters poll
             _log.debug("redlock_async: no wake-ups from %s: %s", self.name, exc)
             return
+        if pubsub is not self.pubsub:
+            return  # the connection was lost meanwhile
+        if not self.hub.wanted(channel):  # every waiter left meanwhile
+            self._spawn(pubsub.sunsubscribe(channel))
+            return
         self.channels.add(channel)
         if self.reader is None:
-            self.reader = asyncio.get_running_loop().create_task(self._read(self.pubsub))
+            self.reader = asyncio.get_running_loop().create_task(self._read(pubsub))
 
     async def _read(self, pubsub: Any) -> None:
         try:
@@ -228,6 +274,11 @@ class _RedisPySubscriber:
             self._spawn(self.pubsub.sunsubscribe(channel))
 
     async def aclose(self) -> None:
+        subscribing = list(self.subscribing.values())
+        for task in subscribing:
+            task.cancel()
+        if subscribing:
+            await asyncio.wait(subscribing)
         if self.reader is not None:
             self.reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -293,6 +344,9 @@ class WakeHub:
         for task in late:
             task.cancel()
         return subscription
+
+    def wanted(self, channel: bytes) -> bool:
+        return channel in self._waiters
 
     def notify(self, channel: bytes) -> None:
         for subscription in self._waiters.get(channel, ()):
