@@ -14,7 +14,6 @@ reaches nodes whose reply has not arrived yet.
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 
 from ._errors import NodeError, NodeTimeoutError
@@ -63,6 +62,7 @@ class Tally:
     """Per-node outcomes of one fan-out, and the decision drawn from them."""
 
     __slots__ = (
+        "_due",
         "_waiters",
         "deadline",
         "decided",
@@ -95,6 +95,8 @@ class Tally:
         self.expired = False  # node_timeout passed with replies missing
         self.decided = decided
         self._waiters: dict[int, list[Callable[[Reply], None]]] | None = None
+        # The deadline queue holding this tally until every node answered.
+        self._due: dict[Tally, None] | None = None
 
     def settle(self, index: int, reply: Reply) -> None:
         """Record node ``index``'s outcome (what every node driver calls)."""
@@ -102,7 +104,13 @@ class Tally:
         if replies[index] is not PENDING:
             return
         replies[index] = reply
-        self.settled += 1
+        self.settled = settled = self.settled + 1
+        if settled == self.n and self._due is not None:
+            # Leave the deadline queue at once: a tally held there until its
+            # deadline outlives a young-generation GC pass and costs a full
+            # collection later, on the hot path.
+            del self._due[self]
+            self._due = None
         decided = self.decided
         if type(reply) is int and reply > 0:
             self.yes = yes = self.yes + 1
@@ -169,7 +177,9 @@ class Quorum:
     def __init__(self, nodes: Sequence[Node], node_timeout: float) -> None:
         self.nodes = tuple(nodes)
         self.node_timeout = node_timeout
-        self._due: deque[Tally] = deque()
+        # Tallies with replies missing, in deadline order (all deadlines are
+        # start + node_timeout); a tally removes itself once complete.
+        self._due: dict[Tally, None] = {}
         self._timer: asyncio.TimerHandle | None = None
 
     def fanout(
@@ -191,17 +201,24 @@ class Quorum:
         tally = Tally(
             nodes, loop.create_future(), self.node_timeout, loop.time() + self.node_timeout
         )
-        targets = None if only is None else set(only)
-        for index, node in enumerate(nodes):
-            if targets is not None and index not in targets:
-                tally.settle(index, _SKIPPED)
-            elif after is not None and not node.ordered and after.replies[index] is PENDING:
-                after.when_settled(index, _deferred(node, command, tally, index))
-            else:
+        if only is None and (after is None or after.settled == after.n):
+            for index, node in enumerate(nodes):  # the hot path: every node, now
                 node.run(command, tally, index)
-        self._due.append(tally)
-        if self._timer is None:
-            self._timer = loop.call_at(tally.deadline, self._sweep)
+        else:
+            targets = None if only is None else set(only)
+            for index, node in enumerate(nodes):
+                if targets is not None and index not in targets:
+                    tally.settle(index, _SKIPPED)
+                elif after is not None and not node.ordered and after.replies[index] is PENDING:
+                    after.when_settled(index, _deferred(node, command, tally, index))
+                else:
+                    node.run(command, tally, index)
+        if tally.settled != tally.n:
+            due = self._due
+            due[tally] = None
+            tally._due = due
+            if self._timer is None:
+                self._timer = loop.call_at(tally.deadline, self._sweep)
         return tally
 
     def _sweep(self) -> None:
@@ -209,23 +226,25 @@ class Quorum:
         due = self._due
         loop = asyncio.get_running_loop()
         now = loop.time()
-        while due:
-            head = due[0]
-            if head.settled == head.n:
-                due.popleft()  # every node answered: nothing to expire
-            elif head.deadline <= now:
-                due.popleft().expire()
-            else:
+        expired: list[Tally] = []
+        for tally in due:
+            if tally.deadline > now:
                 break
+            expired.append(tally)
+        for tally in expired:
+            del due[tally]
+            tally._due = None
+            tally.expire()
         if due:
-            self._timer = loop.call_at(due[0].deadline, self._sweep)
+            self._timer = loop.call_at(next(iter(due)).deadline, self._sweep)
 
     def close(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        due, self._due = self._due, deque()
+        due, self._due = self._due, {}
         for tally in due:
+            tally._due = None
             tally.expire()
 
 

@@ -118,3 +118,20 @@ async def test_fanout_outcomes_never_raise() -> None:
         node.answer(NodeConnectionError("refused"))
     assert await asyncio.wait_for(tally.decided, 1) is False
     assert len(tally.errors()) == 3
+
+
+async def test_only_incomplete_fanouts_wait_for_their_deadline() -> None:
+    group = nodes(3)
+    quorum = Quorum(group, node_timeout=0.01)
+    complete = quorum.fanout(Command(ACQUIRE, [b"k"], [b"t", 100]))
+    silent = quorum.fanout(Command(ACQUIRE, [b"k2"], [b"t", 100]))
+    for node in group:
+        node.answer(1)  # every node answers the first fan-out
+    # The complete tally left the deadline queue at once (it would otherwise
+    # live on until its deadline: garbage the collector has to promote).
+    assert list(quorum._due) == [silent]
+    group[0].answer(1)
+    assert await silent.decided is False  # n1, n2 stayed silent: timed out
+    assert silent.expired and not complete.expired
+    assert not quorum._due
+    quorum.close()
