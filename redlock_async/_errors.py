@@ -59,11 +59,17 @@ class NodeResponseError(NodeError):
     """The node answered with an error reply (READONLY, WRONGTYPE, OOM, ...)."""
 
 
+def describe_errors(errors: Mapping[str, BaseException]) -> str:
+    """``node: Type: message; ...``, naming each node once (most messages name it already)."""
+    parts = []
+    for node, exc in errors.items():
+        text = f"{type(exc).__name__}: {exc}"
+        parts.append(text if node in str(exc) else f"{node}: {text}")
+    return "; ".join(parts)
+
+
 def _describe(errors: Mapping[str, BaseException]) -> str:
-    if not errors:
-        return ""
-    parts = [f"{node}: {type(exc).__name__}: {exc}" for node, exc in errors.items()]
-    return " (" + "; ".join(parts) + ")"
+    return f" ({describe_errors(errors)})" if errors else ""
 
 
 class _WithNodeErrors(RedlockError):

@@ -13,7 +13,14 @@ from typing import Final, Literal, Self
 
 from ._config import LockOptions, RedlockConfig, check_seconds
 from ._core import Core
-from ._errors import LockLost, LockNotAcquired, LockNotOwned, NodeError, RedlockError
+from ._errors import (
+    LockLost,
+    LockNotAcquired,
+    LockNotOwned,
+    NodeError,
+    RedlockError,
+    describe_errors,
+)
 from ._keys import check_name
 from ._node import Command
 from ._quorum import Tally, is_yes
@@ -155,6 +162,11 @@ class Lock:
         if grant is None:
             return 0.0
         return max(0.0, grant.validity_end - self._core.clock())
+
+    @property
+    def errors(self) -> Mapping[str, NodeError]:
+        """Per-node errors of the last attempt that failed (empty after a grant)."""
+        return self._errors
 
     @property
     def fencing_token(self) -> int | None:
@@ -448,7 +460,7 @@ class Lock:
             _log.warning(
                 "redlock_async: release of %r not confirmed by a quorum: %s",
                 self._name,
-                "; ".join(f"{node}: {err}" for node, err in tally.errors().items()),
+                describe_errors(tally.errors()) or "no quorum of replies within node_timeout",
             )
 
     def _drop(self, grant: Grant) -> None:

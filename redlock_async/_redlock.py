@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import inspect
 import logging
-from collections.abc import Sequence
+import string
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from types import TracebackType
-from typing import Self, Unpack
+from typing import Any, ParamSpec, Self, TypeVar, Unpack
 
 from redis.asyncio import Redis, RedisCluster
 
@@ -27,6 +30,9 @@ from ._scripts import ALL_SCRIPTS
 __all__ = ["NodeSpec", "Redlock"]
 
 _log = logging.getLogger("redlock_async")
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 NodeSpec = str | Redis | RedisCluster
 """A node: a URL, or a redis-py asyncio client (not closed by ``aclose()``)."""
@@ -190,6 +196,41 @@ class Redlock:
                     self._options[spec] = options
         return options
 
+    def synchronized(
+        self, name: str | Callable[..., str], **options: Unpack[LockKeywords]
+    ) -> Callable[[Callable[_P, Awaitable[_R]]], Callable[_P, Coroutine[Any, Any, _R]]]:
+        """Decorate a coroutine function so each call runs under a lock.
+
+        ``name`` is the lock name, or a template filled from the call's
+        arguments (``"orders:{order_id}"``; write ``{{`` and ``}}`` for literal
+        braces), or a callable given the call's arguments that returns it.
+        ``options`` are the keywords of :meth:`lock`. A call that cannot get
+        the lock within ``timeout`` raises :class:`LockNotAcquired`; a lost
+        lock cancels the call and raises :class:`LockLost`, as ``async with``
+        does.
+        """
+        self._lock_options(**options)  # bad keywords fail here, not at the first call
+        if not (isinstance(name, str) or callable(name)):
+            raise ConfigurationError(f"name must be a str or a callable, not {type(name).__name__}")
+
+        def decorate(
+            func: Callable[_P, Awaitable[_R]],
+        ) -> Callable[_P, Coroutine[Any, Any, _R]]:
+            if not inspect.iscoroutinefunction(func):
+                raise ConfigurationError(
+                    f"synchronized() decorates coroutine functions (async def), not {func!r}"
+                )
+            lock_name = _name_builder(name, func)
+
+            @functools.wraps(func)
+            async def locked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+                async with self.lock(lock_name(args, kwargs), **options):
+                    return await func(*args, **kwargs)
+
+            return locked
+
+        return decorate
+
     def rwlock(self, name: str, **defaults: Unpack[LockKeywords]) -> RWLock:
         """A read-write lock on ``name``: ``.read(...)`` and ``.write(...)`` take
         the keywords of :meth:`lock` and return lock objects like it. Keywords
@@ -269,3 +310,34 @@ def _client_name(client: Redis | RedisCluster) -> str:
     else:
         where = f"redis://{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
     return redact_url(f"{where}/{kwargs.get('db', 0)}") + f"#{id(client):x}"
+
+
+def _name_builder(
+    name: str | Callable[..., str], func: Callable[..., object]
+) -> Callable[[tuple[Any, ...], dict[str, Any]], str]:
+    """How a synchronized call's lock name is made from its arguments."""
+    if not isinstance(name, str):
+        builder = name
+        return lambda args, kwargs: builder(*args, **kwargs)
+    try:
+        fields = [field for _, field, _, _ in string.Formatter().parse(name) if field is not None]
+    except ValueError as exc:
+        raise ConfigurationError(f"name template {name!r}: {exc}") from None
+    if not fields:
+        literal = name.replace("{{", "{").replace("}}", "}")
+        return lambda args, kwargs: literal
+    signature = inspect.signature(func)
+    for field in fields:
+        root = field.split(".", 1)[0].split("[", 1)[0]
+        if root not in signature.parameters:
+            raise ConfigurationError(
+                f"name template {name!r} refers to {root!r}, which is not a parameter "
+                f"of {func.__qualname__}; write {{{{ and }}}} for literal braces"
+            )
+
+    def build(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return name.format_map(bound.arguments)
+
+    return build

@@ -77,7 +77,11 @@ def _tick(ref: _LockRef, grant: Grant, due: float) -> None:
     core = lock._core
     started = core.clock()
     if started >= _loss_deadline(lock, grant):
-        lock._lose("its validity ended before the renewal could run (event loop blocked?)", {})
+        failed = lock._errors  # of the renewals that failed so far (reset on each grant)
+        if failed:
+            lock._lose("renewals could not reach a quorum before its validity ended", failed)
+        else:
+            lock._lose("its validity ended before the renewal could run (event loop blocked?)", {})
         return
     tally = lock._send_extend(grant, grant.ttl)
     lock._renewing = tally
@@ -96,10 +100,12 @@ def _renewed(
         return  # released or lost while the renewal was in flight
     verdict = lock._judge_extend(grant, tally, started, grant.ttl)
     if verdict == "ok":
+        lock._errors = {}
         start_renewal(lock)
     elif verdict == "refused":
         lock._lose("a quorum of nodes refused the renewal (keys expired or taken)", tally.errors())
     else:
+        lock._errors = tally.errors()  # reported if the next tries fail too
         left = _loss_deadline(lock, grant) - lock._core.clock()
         # Retry soon; if that is past the validity, the tick reports the loss.
         _schedule(lock, grant, max(0.0, min(lock._retry_interval(grant), left)))

@@ -69,7 +69,7 @@ async def test_majority_lost_cancels_the_body(
     body_done = False
     lock = redlock.lock("job", ttl=1.0, on_lost=called.append)
     try:
-        with pytest.raises(LockLost):
+        with pytest.raises(LockLost) as raised:
             async with lock:
                 await asyncio.sleep(0.1)
                 assert lock._grant is not None
@@ -79,6 +79,9 @@ async def test_majority_lost_cancels_the_body(
                 await asyncio.sleep(5.0)  # cancelled long before this ends
                 body_done = True
         assert not body_done
+        # The reason names the failed renewals and the nodes that failed them.
+        assert "could not reach a quorum" in str(raised.value)
+        assert len(raised.value.errors) >= 2
         assert lock.lost
         assert not lock.held
         assert lock.lost_event.is_set()

@@ -1,0 +1,232 @@
+"""The command line, end to end: real processes against real redis-server nodes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from redlock_async import Redlock
+from redlock_async.testing import RedisNodes
+
+from ..conftest import eventually
+
+KEY = b"redlock:{job}"
+
+
+async def cli(*args: str, env: dict[str, str] | None = None) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "redlock_async", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+    )  # fmt: skip
+
+
+async def finish(process: asyncio.subprocess.Process) -> tuple[int, str, str]:
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+def urls(nodes: RedisNodes) -> list[str]:
+    return [arg for node in nodes for arg in ("--url", node.url)]
+
+
+def held_everywhere(nodes: RedisNodes) -> bool:
+    return all(node.client().get(KEY) is not None for node in nodes)
+
+
+async def test_run_passes_the_exit_code_and_the_fencing_token(redis_nodes: RedisNodes) -> None:
+    script = 'echo "token=$REDLOCK_FENCING_TOKEN name=$REDLOCK_LOCK_NAME"; exit 3'
+    code, out, _ = await finish(
+        await cli("run", *urls(redis_nodes), "job", "--fencing", "--", "sh", "-c", script)
+    )
+    assert code == 3
+    assert out.strip() == "token=1 name=job"
+    assert all(node.client().get(KEY) is None for node in redis_nodes)  # released
+
+
+async def test_nodes_come_from_the_environment(redis_nodes: RedisNodes) -> None:
+    env = {"REDLOCK_URLS": ",".join(node.url for node in redis_nodes)}
+    runner = await cli("run", "job", "--", "sleep", "30", env=env)
+    assert await eventually(lambda: held_everywhere(redis_nodes))
+    runner.terminate()
+    code, _, _ = await finish(runner)
+    assert code == 128 + signal.SIGTERM  # sleep died of the forwarded SIGTERM
+
+
+async def test_run_exits_75_when_the_lock_is_busy(redis_nodes: RedisNodes) -> None:
+    async with Redlock(redis_nodes.urls) as redlock, redlock.lock("job", ttl=30.0):
+        code, out, err = await finish(
+            await cli("run", *urls(redis_nodes), "job", "--timeout", "0.3", "--", "echo", "ran")
+        )
+    assert code == 75
+    assert out == ""  # CMD never ran
+    assert "not acquired" in err
+
+
+async def test_run_stops_cmd_and_exits_76_when_the_lock_is_lost(
+    redis_nodes: RedisNodes, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "pid"
+    # A CMD that ignores SIGTERM: only the SIGKILL after the grace stops it.
+    script = f"trap '' TERM; echo $$ > {pid_file}; while true; do sleep 0.1; done"
+    runner = await cli(
+        "run", *urls(redis_nodes), "job", "--ttl", "1", "--grace", "0.5", "--", "sh", "-c", script
+    )
+    assert await eventually(lambda: pid_file.exists() and pid_file.read_text().strip() != "")
+    child = int(pid_file.read_text())
+    redis_nodes[0].kill()
+    redis_nodes[1].kill()  # a majority gone: renewal cannot keep the lock
+    code, _, err = await finish(runner)
+    assert code == 76
+    assert "lost" in err
+    assert "SIGKILL" in err
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)  # CMD is gone
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGUSR1])
+async def test_run_passes_signals_to_cmd(
+    redis_nodes: RedisNodes, tmp_path: Path, signum: signal.Signals
+) -> None:
+    ready = tmp_path / "ready"
+    script = (
+        "import signal, sys, time, pathlib\n"
+        "signal.signal(signal.SIGINT, lambda s, f: sys.exit(40 + s))\n"
+        "signal.signal(signal.SIGTERM, lambda s, f: sys.exit(40 + s))\n"
+        "signal.signal(signal.SIGUSR1, lambda s, f: sys.exit(40 + s))\n"
+        f"pathlib.Path({str(ready)!r}).write_text('x')\n"
+        "time.sleep(60)\n"
+    )
+    runner = await cli("run", *urls(redis_nodes), "job", "--", sys.executable, "-c", script)
+    assert await eventually(ready.exists)
+    runner.send_signal(signum)
+    code, _, _ = await finish(runner)
+    assert code == 40 + signum  # CMD got it, handled it, and its code came back
+    assert all(node.client().get(KEY) is None for node in redis_nodes)
+
+
+async def test_a_signal_while_waiting_gives_up_cleanly(redis_nodes: RedisNodes) -> None:
+    async with Redlock(redis_nodes.urls) as redlock, redlock.lock("job", ttl=30.0) as lock:
+        runner = await cli("run", *urls(redis_nodes), "job", "--", "echo", "ran")
+        await asyncio.sleep(1.0)  # let it start waiting (it cannot get the lock)
+        runner.send_signal(signal.SIGTERM)
+        code, out, _ = await finish(runner)
+        assert code == 128 + signal.SIGTERM
+        assert out == ""
+        token = [node.client().get(KEY) for node in redis_nodes]
+        assert lock.held
+        assert len(set(token)) == 1
+
+
+async def test_run_reports_a_missing_command(redis_nodes: RedisNodes) -> None:
+    code, _, err = await finish(await cli("run", *urls(redis_nodes), "job", "--", "no-such-cmd-x"))
+    assert code == 127
+    assert "no-such-cmd-x" in err
+    assert all(node.client().get(KEY) is None for node in redis_nodes)
+
+
+async def test_bad_and_unreachable_urls_are_one_line_errors_without_passwords() -> None:
+    code, out, err = await finish(
+        await cli("run", "--url", "redis://:hunter2@127.0.0.1:99999/0", "job", "--", "true")
+    )
+    assert code == 2
+    assert "hunter2" not in out + err
+    assert "***" in err
+    assert len(err.strip().splitlines()) == 1
+    code, _, err = await finish(
+        await cli("--url", "redis://:hunter2@127.0.0.1:1/0", "run", "job", "--timeout", "0",
+                  "--", "true")
+    )  # fmt: skip
+    assert code == 75
+    assert "hunter2" not in err
+    assert "***" in err
+    code, out, err = await finish(
+        await cli("status", "--url", "redis://:hunter2@127.0.0.1:1/0", "job", "--json")
+    )
+    assert code == 69  # fewer than a quorum answered
+    assert "hunter2" not in out + err
+    assert "error" in json.loads(out)["nodes"][0]
+
+
+async def test_status_shows_the_holder_per_node(redis_nodes: RedisNodes) -> None:
+    async with Redlock(redis_nodes.urls) as redlock:
+        async with redlock.lock("job", ttl=30.0, fencing=True) as lock:
+            code, out, _ = await finish(await cli("status", *urls(redis_nodes), "job", "--json"))
+            assert code == 0
+            report = json.loads(out)
+            stored = redis_nodes[0].client().get(KEY)
+            assert isinstance(stored, bytes)
+            token = stored.decode()
+            assert report["quorum"] == 2
+            assert report["answered"] == 3
+            assert report["state"] == f"held (exclusive) by {token[:8]}…"
+            for row in report["nodes"]:
+                assert row["exclusive"] == f"{token[:8]}…"
+                assert 0 < row["exclusive_ttl_ms"] <= 30_000
+                assert row["fencing_counter"] == lock.fencing_token
+            code, out, _ = await finish(await cli("status", *urls(redis_nodes), "job"))
+            assert code == 0
+            assert "held (exclusive)" in out
+            assert token[:8] in out
+            assert token not in out
+        rw = redlock.rwlock("job")
+        async with rw.read(ttl=30.0), rw.read(ttl=30.0):
+            _, out, _ = await finish(await cli("status", *urls(redis_nodes), "job", "--json"))
+            report = json.loads(out)
+            assert report["state"] == "read-locked"
+            assert [row["readers"] for row in report["nodes"]] == [2, 2, 2]
+    _, out, _ = await finish(await cli("status", *urls(redis_nodes), "job", "--json"))
+    assert json.loads(out)["state"] == "free"
+
+
+async def test_bench_reports_its_figures(redis_nodes: RedisNodes) -> None:
+    code, out, _ = await finish(
+        await cli("bench", *urls(redis_nodes), "--duration", "0.5", "--concurrency", "4",
+                  "--json")
+    )  # fmt: skip
+    assert code == 0
+    report = json.loads(out)
+    assert report["grants"] > 0
+    assert report["grants_per_s"] > 0
+    assert report["acquire_p50_ms"] <= report["acquire_p99_ms"]
+    assert report["concurrency"] == 4
+    assert report["node_errors"] == {}
+    code, out, _ = await finish(await cli("bench", *urls(redis_nodes), "--duration", "0.3"))
+    assert code == 0
+    assert "grants_per_s" in out
+    assert "acquire_p99_ms" in out
+    assert all(not node.client().keys(b"redlock:*") for node in redis_nodes)
+
+
+async def test_demo_runs_and_cleans_up() -> None:
+    code, out, err = await finish(
+        await cli("demo", "--nodes", "3", "--workers", "4", "--increments", "10")
+    )
+    assert code == 0, err
+    lines = out.splitlines()
+    with_lock = next(line for line in lines if line.startswith("with the lock"))
+    assert "counter 40 (0 updates lost)" in with_lock
+    assert lines[-1] == "stopped every node"
+    ports = [
+        int(url.rsplit(":", 1)[1].split("/")[0]) for url in lines[0].split(": ", 1)[1].split(", ")
+    ]
+    for port in ports:  # nothing listens there any more
+        with pytest.raises(ConnectionRefusedError):
+            await asyncio.open_connection("127.0.0.1", port)
+
+
+@pytest.mark.parametrize("command", [[], ["run"], ["status"], ["bench"], ["demo"]])
+async def test_every_command_has_help(command: list[str]) -> None:
+    code, out, _ = await finish(await cli(*command, "--help"))
+    assert code == 0
+    assert out.startswith("usage: redlock-async")
+    if not command:
+        assert "75" in out
+        assert "76" in out
