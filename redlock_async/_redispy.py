@@ -16,6 +16,7 @@ from redis.asyncio import Redis, RedisCluster
 from ._errors import NodeConnectionError, NodeError, NodeResponseError, NodeTimeoutError
 from ._node import Command, Reply, Sink, stall_limit
 from ._restarts import Restarts
+from ._scripts import SERVER_ID
 
 __all__ = ["RedisPyNode", "translate"]
 
@@ -125,7 +126,7 @@ class RedisPyNode:
                 )
 
     async def _run_watched(self, command: Command) -> object:
-        """A granting script behind ``INFO server`` on the same connection.
+        """A granting script behind ``server_id.lua`` on the same connection.
 
         redis-py reconnects on its own, so a restart can only be seen by
         asking: the pipeline keeps the two in order, so a vote from a server
@@ -134,20 +135,29 @@ class RedisPyNode:
         keys, script = command.keys, command.script
         for use_sha in (True, False):
             pipe = self._client.pipeline(transaction=False)
-            pipe.info("server")
             if use_sha:
+                pipe.evalsha(SERVER_ID.sha.decode(), 0)
                 pipe.evalsha(script.sha.decode(), len(keys), *keys, *command.args)
             else:
+                pipe.eval(SERVER_ID.source.decode(), 0)
                 pipe.eval(script.source.decode(), len(keys), *keys, *command.args)
-            info, result = await pipe.execute(raise_on_error=False)
-            if isinstance(info, dict) and self.restarts is not None:
+            server, result = await pipe.execute(raise_on_error=False)
+            if use_sha and (
+                isinstance(result, redis.exceptions.NoScriptError)
+                or isinstance(server, redis.exceptions.NoScriptError)
+            ):
+                # A vote must never be judged without knowing the server
+                # (a restart empties the script cache): both again, as EVAL.
+                # A grant the first round made answers 0 now; cleanup by
+                # token removes it.
+                continue
+            if isinstance(server, list) and len(server) == 2 and self.restarts is not None:
+                run_id, uptime = server
                 self.restarts.observe_fields(
-                    str(info.get("run_id", "")).encode(),
-                    float(info.get("uptime_in_seconds", 0)),
+                    run_id.encode() if isinstance(run_id, str) else bytes(run_id),
+                    float(uptime),
                     asyncio.get_running_loop().time(),
                 )
-            if use_sha and isinstance(result, redis.exceptions.NoScriptError):
-                continue
             if isinstance(result, Exception):
                 raise result
             return result

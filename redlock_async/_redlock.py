@@ -179,8 +179,11 @@ class Redlock:
             and type(fair) is bool
         )
         if cacheable:
-            with contextlib.suppress(TypeError):  # an unhashable on_lost callable
+            # Not contextlib.suppress: this runs on every lock() call.
+            try:
                 options = self._options.get(spec)
+            except TypeError:  # an unhashable on_lost callable
+                options = None
         if options is None:
             options = LockOptions(
                 ttl=ttl,

@@ -8,7 +8,7 @@ quarantines a node whose uptime is below a grace period, for grants made by
 other processes that this Redlock never saw.
 
 The lean driver reads ``INFO server`` on every new connection; with a plain
-redis-py client, which reconnects behind our back, ``INFO server`` rides in
+redis-py client, which reconnects behind our back, ``server_id.lua`` rides in
 the same pipeline as each granting script. Redis Cluster nodes are not
 watched (an INFO there answers for an arbitrary shard).
 """

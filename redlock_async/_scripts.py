@@ -22,6 +22,7 @@ __all__ = [
     "READ_EXTEND",
     "READ_RELEASE",
     "RELEASE",
+    "SERVER_ID",
     "WRITE_ACQUIRE",
     "Script",
 ]
@@ -55,6 +56,7 @@ WRITE_ACQUIRE = Script.load("rw_write_acquire", grants=True)
 FAIR_ACQUIRE = Script.load("fair_acquire", grants=True)
 FAIR_LEAVE = Script.load("fair_leave")
 FENCE_RAISE = Script.load("fence_raise")
+SERVER_ID = Script.load("server_id")
 
 ALL_SCRIPTS: tuple[Script, ...] = (
     ACQUIRE,
@@ -67,4 +69,5 @@ ALL_SCRIPTS: tuple[Script, ...] = (
     FAIR_ACQUIRE,
     FAIR_LEAVE,
     FENCE_RAISE,
+    SERVER_ID,
 )
