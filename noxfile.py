@@ -37,3 +37,13 @@ def docs(session: nox.Session) -> None:
     """Build the documentation site (mkdocs) with warnings as errors."""
     session.install("-e", ".[docs]")
     session.run("mkdocs", "build", "--strict")
+
+
+@nox.session
+def chaos(session: nox.Session) -> None:
+    """The full fault campaign: ``nox -s chaos -- --minutes 20 --seed 7``.
+
+    Writes faults-report.json and faults-report.md (see docs/faults.md).
+    """
+    session.install("-e", ".[test]")
+    session.run("python", "-m", "tests.faults.campaign", *session.posargs)

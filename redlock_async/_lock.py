@@ -213,8 +213,8 @@ class Lock:
             if await self._attempt():
                 granted = True
                 return True
-            if not blocking:
-                return False
+            if not blocking or limit == 0:
+                return False  # timeout=0: one attempt, like blocking=False
             if core.wake is not None:
                 # Listen for releases, then try once more at once: a release
                 # that came before the subscription would otherwise be missed.

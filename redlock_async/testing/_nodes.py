@@ -130,6 +130,17 @@ class RedisNodes(list[RedisNode]):
             raise
         return self
 
+    def route(self) -> list[ProxyListener]:
+        """New proxy ports, one per node, for one group of clients.
+
+        Faults set on these listeners (delay, blackhole, refuse...) hit only
+        the clients that use their URLs (``redis://127.0.0.1:<port>/0``): that
+        is how a partition cuts some clients off some nodes.
+        """
+        if self._proxy is None:
+            raise RuntimeError("RedisNodes.route(): the nodes are not started")
+        return [self._proxy.add(node.server.port) for node in self]
+
     def close(self) -> None:
         for node in self:
             node.close_clients()

@@ -113,6 +113,10 @@ class _Listener:
                 last = max(loop.time() + lag, last)
                 queue.append((last, data))
                 ready.set()
+        except OSError:
+            # A peer that reset its side (RST) ends the stream like a close
+            # does: the other side must be cut too, or it stays open for good.
+            pass
         finally:
             done = True
             ready.set()

@@ -33,5 +33,9 @@ def test_ci_runs_the_readme_test_command() -> None:
 def test_every_lua_script_documents_its_contract() -> None:
     for script in (ROOT / "redlock_async" / "lua").glob("*.lua"):
         header = script.read_text().split("\n\n")[0] + script.read_text()
+        # A script that takes no keys or arguments says so in those words.
+        takes_nothing = "No KEYS, no ARGV" in header
         for part in ("KEYS[1]", "ARGV[1]", "Returns"):
+            if part != "Returns" and takes_nothing:
+                continue
             assert part in header, (script.name, part)

@@ -1,0 +1,156 @@
+"""examples/fastapi_app.py against real redis-server nodes, through ASGI."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+import pytest
+from asgi_lifespan import LifespanManager
+from fastapi import FastAPI
+
+from examples.fastapi_app import Ledger, create_app, urls_from_env
+from redlock_async import Redlock, RedlockError
+from redlock_async.testing import RedisNodes
+
+from ..conftest import eventually, no_keys_left
+from ._util import LIVENESS, Gate, Inspector
+
+
+class GatedLedger(Ledger):
+    """A ledger whose reads wait at a gate: the handler stays inside the lock."""
+
+    def __init__(self, gate: Gate) -> None:
+        super().__init__()
+        self.gate = gate
+
+    async def read(self, order_id: int) -> int:
+        await self.gate.wait_here()
+        return await super().read(order_id)
+
+
+@asynccontextmanager
+async def serve(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    """The app with its lifespan running, and a client talking ASGI to it."""
+    async with (
+        LifespanManager(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://orders") as http,
+    ):
+        yield http
+
+
+def errors_logged(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The lock errors the app's handlers logged, by type name."""
+    return [r.getMessage().split()[0] for r in caplog.records if r.name == "examples.fastapi_app"]
+
+
+def redlock_of(app: FastAPI) -> Redlock:
+    redlock = app.state.redlock
+    assert isinstance(redlock, Redlock)
+    return redlock
+
+
+async def test_a_request_charges_once(redis_nodes: RedisNodes) -> None:
+    ledger = Ledger()
+    app = create_app(redis_nodes.urls, timeout=LIVENESS, ledger=ledger)
+    async with serve(app) as http:
+        response = await http.post("/orders/42/charge")
+        assert response.status_code == 200
+        assert response.json() == {"order_id": 42, "charges": 1}
+        assert ledger.charges == {42: 1}
+    assert await no_keys_left(redis_nodes)
+
+
+async def test_the_ledger_loses_updates_without_the_lock() -> None:
+    # The control for the next test: unlocked read-modify-writes do collide.
+    ledger = Ledger()
+
+    async def unlocked() -> None:
+        await ledger.write(7, await ledger.read(7) + 1)
+
+    await asyncio.gather(*(unlocked() for _ in range(20)))
+    assert ledger.charges[7] < 20
+
+
+async def test_concurrent_requests_on_one_order_are_serialized(redis_nodes: RedisNodes) -> None:
+    ledger = Ledger()
+    app = create_app(redis_nodes.urls, ttl=5.0, timeout=60.0, ledger=ledger)
+    async with serve(app) as http:
+        responses = await asyncio.gather(*(http.post("/orders/7/charge") for _ in range(20)))
+    assert [response.status_code for response in responses] == [200] * 20
+    assert ledger.charges == {7: 20}
+    # Each request saw the one before it: no two read the same value.
+    assert sorted(response.json()["charges"] for response in responses) == list(range(1, 21))
+
+
+async def test_a_lock_held_elsewhere_answers_409(
+    redis_nodes: RedisNodes, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="examples.fastapi_app")
+    ledger = Ledger()
+    app = create_app(redis_nodes.urls, timeout=1.0, ledger=ledger)
+    async with serve(app) as http, Redlock(redis_nodes.urls) as elsewhere:
+        # Connected first: the 409 below is the lock's doing, not a slow connect.
+        assert (await http.post("/orders/4/charge")).status_code == 200
+        other = elsewhere.lock("orders:3", ttl=30.0)
+        assert await other.acquire(timeout=LIVENESS)
+        busy = await http.post("/orders/3/charge")
+        assert busy.status_code == 409
+        assert busy.headers["retry-after"] == "1"
+        assert "another request" in busy.json()["detail"]
+        assert ledger.charges == {4: 1}
+        assert errors_logged(caplog) == ["LockNotAcquired"]
+        await other.release()
+        done = await http.post("/orders/3/charge")
+        assert done.status_code == 200
+        assert ledger.charges == {3: 1, 4: 1}
+
+
+async def test_a_lock_lost_in_the_handler_answers_503(
+    redis_nodes: RedisNodes, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="examples.fastapi_app")
+    gate = Gate()
+    ledger = GatedLedger(gate)
+    app = create_app(redis_nodes.urls, ttl=1.0, timeout=LIVENESS, ledger=ledger)
+    async with serve(app) as http:
+        request = asyncio.create_task(http.post("/orders/9/charge"))
+        await asyncio.wait_for(gate.entered.wait(), LIVENESS)
+        for node in redis_nodes[:2]:  # a majority: renewal cannot reach quorum
+            node.kill()
+        response = await request  # the handler is cancelled at its gate
+        assert response.status_code == 503
+        assert "lost the lock" in response.json()["detail"]
+        assert not gate.proceed.is_set()
+        assert errors_logged(caplog) == ["LockLost"]
+        assert ledger.charges == {}
+
+
+async def test_the_redlock_is_closed_at_shutdown(redis_nodes: RedisNodes) -> None:
+    inspector = Inspector(redis_nodes)
+    before = inspector.connections()
+    # Straight to the servers: the fault proxy keeps a server-side connection
+    # open when its client resets (closes with a reply unread).
+    app = create_app(redis_nodes.direct_urls, timeout=LIVENESS)
+    async with serve(app) as http:
+        redlock = redlock_of(app)
+        assert not redlock.closed
+        assert (await http.post("/orders/1/charge")).status_code == 200
+        connected = inspector.connections()
+        assert all(now > then for now, then in zip(connected, before, strict=True))
+    assert redlock.closed
+    with pytest.raises(RedlockError, match="closed"):
+        redlock.lock("orders:1")
+    assert await eventually(lambda: inspector.connections() == before, LIVENESS), (
+        inspector.describe()
+    )
+
+
+def test_nodes_come_from_redlock_urls(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REDLOCK_URLS", "redis://a:1/0, redis://b:2/0,redis://c:3/0")
+    assert urls_from_env() == ["redis://a:1/0", "redis://b:2/0", "redis://c:3/0"]
+    monkeypatch.delenv("REDLOCK_URLS")
+    assert urls_from_env() == ["redis://localhost:6379/0"]

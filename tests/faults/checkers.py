@@ -1,0 +1,298 @@
+"""Checkers: each reads a history and returns a :class:`Verdict`, never raising.
+
+They judge what the clients *claimed* (windows, fences, values written), so a
+violation names the events that contradict each other, with their times.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from .history import ACQUIRE_OPS, Event, Window, windows
+
+__all__ = [
+    "Verdict",
+    "fencing_order",
+    "liveness",
+    "mutual_exclusion",
+    "no_lost_updates",
+    "rw_exclusion",
+]
+
+RW_OPS = frozenset({"read-acquire", "write-acquire"})
+FENCED_OPS = frozenset({"acquire", "write-acquire"})
+
+
+@dataclass(slots=True)
+class Verdict:
+    """The outcome of one checker over one history."""
+
+    name: str
+    ok: bool
+    violations: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    figures: dict[str, float] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        state = "ok" if self.ok else f"FAILED ({len(self.violations)} violations)"
+        lines = [f"{self.name}: {state} {self.counts}"]
+        lines.extend(f"  - {violation}" for violation in self.violations)
+        return "\n".join(lines)
+
+
+def _ms(seconds: float) -> str:
+    return "forever" if math.isinf(seconds) else f"{seconds * 1000:.3f} ms"
+
+
+def _by_key(items: Iterable[Window]) -> dict[str, list[Window]]:
+    grouped: dict[str, list[Window]] = defaultdict(list)
+    for item in items:
+        grouped[item.key].append(item)
+    return grouped
+
+
+def _overlap(a: Window, b: Window) -> float:
+    return min(a.end, b.end) - max(a.start, b.start)
+
+
+def _overlapping_pairs(ordered: Sequence[Window]) -> Iterable[tuple[Window, Window]]:
+    # Sweep by start: only windows still open when the next one starts can
+    # overlap it, which keeps long histories near-linear.
+    active: list[Window] = []
+    for window in ordered:
+        active = [other for other in active if other.end > window.start]
+        for other in active:
+            if other.overlaps(window):
+                yield other, window
+        active.append(window)
+
+
+def mutual_exclusion(events: Iterable[Event], ops: Iterable[str] = ("acquire",)) -> Verdict:
+    """No two grants' windows on one key overlap (touching is a hand-over)."""
+    found = windows(events, ops)
+    violations = [
+        f"key {a.key!r}: {a.describe()} overlaps {b.describe()} by {_ms(_overlap(a, b))}"
+        for per_key in _by_key(found).values()
+        for a, b in _overlapping_pairs(per_key)
+    ]
+    counts = {
+        "grants": len(found),
+        "keys": len({w.key for w in found}),
+        "released": sum(w.released for w in found),
+        "overlaps": len(violations),
+    }
+    return Verdict("mutual_exclusion", not violations, violations, counts)
+
+
+def rw_exclusion(events: Iterable[Event]) -> Verdict:
+    """A writer's window overlaps no other window on its key; readers may share."""
+    found = windows(events, RW_OPS)
+    violations: list[str] = []
+    for per_key in _by_key(found).values():
+        for a, b in _overlapping_pairs(per_key):
+            if a.op == "write-acquire" or b.op == "write-acquire":
+                by = _ms(_overlap(a, b))
+                violations.append(f"key {a.key!r}: {a.describe()} overlaps {b.describe()} by {by}")
+    counts = {
+        "readers": sum(w.op == "read-acquire" for w in found),
+        "writers": sum(w.op == "write-acquire" for w in found),
+        "overlaps": len(violations),
+    }
+    return Verdict("rw_exclusion", not violations, violations, counts)
+
+
+def no_lost_updates(events: Iterable[Event]) -> Verdict:
+    """Increments under the lock all landed, each on a distinct value.
+
+    Each ``("ok", "increment")`` event carries the value written (the value
+    read plus one); the last ``read`` event of a key carries the counter's
+    final value. Two increments writing the same value read the same state:
+    one overwrote the other. An increment of unknown outcome may or may not
+    have landed, so it widens the accepted final value by one and no more.
+    """
+    written: dict[str, list[Event]] = defaultdict(list)
+    unknown: dict[str, int] = defaultdict(int)
+    final: dict[str, Event] = {}
+    for event in sorted(events, key=lambda e: e.time):
+        if event.op == "increment" and event.kind == "ok":
+            written[event.key].append(event)
+        elif event.op == "increment" and event.kind == "unknown":
+            unknown[event.key] += 1
+        elif event.kind == "read" or (event.op == "read" and event.kind == "ok"):
+            final[event.key] = event
+    violations: list[str] = []
+    for key in sorted(set(written) | set(final) | set(unknown)):
+        writes = written.get(key, [])
+        by_value: dict[int | None, list[Event]] = defaultdict(list)
+        for write in writes:
+            by_value[write.value].append(write)
+        for value, same in by_value.items():
+            if value is None:
+                violations.append(f"key {key!r}: {len(same)} increments recorded no value")
+            elif len(same) > 1:
+                who = ", ".join(f"{e.process} at {e.time:.6f}" for e in same)
+                violations.append(f"key {key!r}: value {value} written {len(same)} times ({who})")
+        read = final.get(key)
+        if read is None or read.value is None:
+            violations.append(f"key {key!r}: no final read, so lost updates cannot be ruled out")
+            continue
+        done, maybe = len(writes), unknown.get(key, 0)
+        if not done <= read.value <= done + maybe:
+            expected = f"{done}" if not maybe else f"{done}..{done + maybe}"
+            violations.append(
+                f"key {key!r}: final value {read.value} (read by {read.process} at"
+                f" {read.time:.6f}) but {expected} increments succeeded:"
+                f" {'lost' if read.value < done else 'phantom'} updates"
+            )
+        for write in writes:
+            if write.value is not None and not 1 <= write.value <= read.value:
+                violations.append(
+                    f"key {key!r}: {write.process} wrote {write.value} at {write.time:.6f},"
+                    f" outside 1..{read.value} of the final value"
+                )
+    counts = {
+        "increments": sum(len(w) for w in written.values()),
+        "unknown": sum(unknown.values()),
+        "keys": len(set(written) | set(final)),
+    }
+    return Verdict("no_lost_updates", not violations, violations, counts)
+
+
+def fencing_order(events: Iterable[Event], ops: Iterable[str] = FENCED_OPS) -> Verdict:
+    """Fencing tokens are unique and grow with time; the resource only moves forward.
+
+    Grants that were not concurrent (one's ok after the other's window ended)
+    must carry increasing fences. ``fenced-write`` events record what the
+    guarded resource did with a write: ``ok`` accepted, ``fail`` rejected.
+    Accepted fences must never decrease in acceptance order.
+    """
+    history = sorted(events, key=lambda e: e.time)
+    violations: list[str] = []
+    fenced = [w for w in windows(history, ops) if w.fence is not None]
+    for key, per_key in sorted(_by_key(fenced).items()):
+        owners: dict[int, Window] = {}
+        for window in per_key:
+            assert window.fence is not None
+            first = owners.setdefault(window.fence, window)
+            if first is not window:
+                violations.append(
+                    f"key {key!r}: fence {window.fence} given twice:"
+                    f" {first.describe()} and {window.describe()}"
+                )
+        # For each grant, the highest fence among grants whose window had
+        # ended by its start: one pass over ends, one over starts.
+        ends = sorted(per_key, key=lambda w: w.end)
+        best: Window | None = None
+        index = 0
+        for window in per_key:  # already ordered by start
+            while index < len(ends) and ends[index].end <= window.start:
+                earlier = ends[index]
+                assert earlier.fence is not None
+                if best is None or best.fence is None or earlier.fence > best.fence:
+                    best = earlier
+                index += 1
+            assert window.fence is not None
+            if best is not None and best.fence is not None and window.fence <= best.fence:
+                violations.append(
+                    f"key {key!r}: {window.describe()} came after {best.describe()}"
+                    f" but its fence is not greater"
+                )
+    accepted = rejected = stale_rejected = 0
+    highest: dict[str, Event] = {}
+    # The resource's own order of acceptance, where it told it (the counter
+    # value it returned): a writer paused between the write and writing
+    # down its event must not look like a late writer.
+    writes = [e for e in history if e.op == "fenced-write" and e.fence is not None]
+    if all(e.value is not None for e in writes if e.kind == "ok"):
+        ok_order = iter(sorted((e for e in writes if e.kind == "ok"), key=lambda e: e.value or 0))
+        writes = [next(ok_order) if e.kind == "ok" else e for e in writes]
+    for event in writes:
+        assert event.fence is not None  # filtered above
+        top = highest.get(event.key)
+        if event.kind == "ok":
+            accepted += 1
+            if top is not None and top.fence is not None and event.fence < top.fence:
+                violations.append(
+                    f"key {event.key!r}: stale write accepted: fence {event.fence} from"
+                    f" {event.process} at {event.time:.6f} after fence {top.fence} from"
+                    f" {top.process} at {top.time:.6f}"
+                )
+            else:
+                highest[event.key] = event
+        elif event.kind == "fail":
+            rejected += 1
+            if top is not None and top.fence is not None and event.fence < top.fence:
+                stale_rejected += 1
+    counts = {
+        "fenced_grants": len(fenced),
+        "writes_accepted": accepted,
+        "writes_rejected": rejected,
+        "stale_rejected": stale_rejected,
+    }
+    return Verdict("fencing_order", not violations, violations, counts)
+
+
+def liveness(
+    events: Iterable[Event],
+    phases: Sequence[tuple[str, float, float]],
+    *,
+    min_success: float = 0.5,
+    max_recovery: float = math.inf,
+    ops: Iterable[str] = ACQUIRE_OPS,
+) -> Verdict:
+    """Acquire success rate per phase, and how long the system took to recover.
+
+    An attempt belongs to the phase in which it completed (``ok``, ``fail``
+    or ``unknown``). Phases named ``healthy*`` must reach ``min_success``.
+    Recovery after a ``heal`` is the time to the first ``ok`` acquire at or
+    after it; it must stay within ``max_recovery``. A heal after which
+    attempts kept completing but none succeeded never recovered.
+    """
+    wanted = frozenset(ops)
+    history = sorted(events, key=lambda e: e.time)
+    done = [e for e in history if e.op in wanted and e.kind in ("ok", "fail", "unknown")]
+    violations: list[str] = []
+    counts: dict[str, int] = {}
+    figures: dict[str, float] = {}
+    for name, start, end in phases:
+        inside = [e for e in done if start <= e.time < end]
+        succeeded = sum(e.kind == "ok" for e in inside)
+        counts[f"{name}.attempts"] = len(inside)
+        counts[f"{name}.ok"] = succeeded
+        rate = succeeded / len(inside) if inside else 0.0
+        figures[f"{name}.success_rate"] = rate
+        if name.startswith("healthy") and rate < min_success:
+            detail = f"{succeeded}/{len(inside)}" if inside else "no attempt completed"
+            violations.append(
+                f"phase {name!r} [{start:.3f}, {end:.3f}): success rate {rate:.2f}"
+                f" ({detail}) is below {min_success:.2f}"
+            )
+    heals = [e for e in history if e.kind == "heal"]
+    worst = 0.0
+    for number, heal in enumerate(heals):
+        after = [e for e in done if e.time >= heal.time]
+        first = next((e for e in after if e.kind == "ok"), None)
+        label = f"heal{number}"
+        if first is None:
+            figures[f"{label}.recovery"] = math.inf
+            if after:
+                worst = math.inf
+                violations.append(
+                    f"no acquire succeeded after the heal at {heal.time:.3f}"
+                    f" ({heal.op} {heal.detail}) in {len(after)} attempts"
+                )
+            continue
+        recovery = first.time - heal.time
+        figures[f"{label}.recovery"] = recovery
+        worst = max(worst, recovery)
+        if recovery > max_recovery:
+            violations.append(
+                f"recovery after the heal at {heal.time:.3f} ({heal.op}) took"
+                f" {recovery:.3f} s, over the bound of {max_recovery:.3f} s"
+            )
+    counts["heals"] = len(heals)
+    figures["max_recovery"] = worst
+    return Verdict("liveness", not violations, violations, counts, figures)

@@ -1,0 +1,124 @@
+"""Known bugs, planted on purpose: the fault suite must catch them.
+
+A worker process started with ``mutant=<name>`` applies one of these before
+it builds its ``Redlock``: each replaces one piece of the library with the
+broken version a careless implementation would have. Nothing here is
+imported by the library; it only patches it inside that worker process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+
+from redlock_async import _core, _lock, _quorum, _rwlock, _scripts
+from redlock_async._scripts import Script
+
+__all__ = ["MUTANTS", "apply"]
+
+
+def _script(name: str, source: str, *, grants: bool = False) -> Script:
+    body = source.encode()
+    return Script(name, body, hashlib.sha1(body).hexdigest().encode(), grants=grants)
+
+
+def _quorum_of_half() -> None:
+    # A "majority" of N // 2: two disjoint halves can both win.
+    original = _quorum.Tally.__init__
+
+    def init(self: _quorum.Tally, *args: object, **kwargs: object) -> None:
+        original(self, *args, **kwargs)  # type: ignore[arg-type]
+        self.quorum = max(1, self.n // 2)
+
+    _quorum.Tally.__init__ = init  # type: ignore[method-assign]
+
+
+def _set(module: object, name: str, value: object) -> None:
+    # Module globals the library looks up at call time: setattr swaps them.
+    assert hasattr(module, name), f"{module}.{name} is gone: update this mutant"
+    setattr(module, name, value)
+
+
+def _validity_ignoring_elapsed() -> None:
+    _set(_lock, "validity", lambda ttl, started, now, drift: ttl - ttl * drift - 0.002)
+
+
+def _no_drift_margin() -> None:
+    _set(_lock, "validity", lambda ttl, started, now, drift: ttl - (now - started))
+
+
+def _release_with_del() -> None:
+    broken = _script("release", "return redis.call('DEL', KEYS[1])")
+    _set(_lock, "RELEASE", broken)
+    _set(_rwlock, "RELEASE", broken)
+
+
+def _unconditional_pexpire() -> None:
+    broken = _script("extend", "return redis.call('PEXPIRE', KEYS[1], ARGV[2])")
+    _set(_lock, "EXTEND", broken)
+    _set(_rwlock, "EXTEND", broken)
+
+
+def _extend_recreates() -> None:
+    broken = _script("extend", "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1")
+    _set(_lock, "EXTEND", broken)
+    _set(_rwlock, "EXTEND", broken)
+
+
+def _no_rollback() -> None:
+    _core.Core.undo = lambda self, tally, release: None  # type: ignore[method-assign]
+
+
+def _wall_clock() -> None:
+    # Validity on the wall clock, and the wall clock steps back 1 s every
+    # 1.5 s (a badly disciplined host): an attempt spanning a step looks 1 s
+    # younger than it is.
+    started = time.monotonic()
+
+    def wall() -> float:
+        steps = int((time.monotonic() - started) / 1.5)
+        return time.time() - 1.0 * steps
+
+    original = _core.Core.__init__
+
+    def init(self: _core.Core, *args: object, **kwargs: object) -> None:
+        original(self, *args, **kwargs)  # type: ignore[arg-type]
+        self.clock = wall
+
+    _core.Core.__init__ = init  # type: ignore[method-assign]
+
+
+def _fence_without_write_back() -> None:
+    async def fence(self: _lock.Lock, tally: _quorum.Tally, token: bytes) -> tuple[int, None]:
+        values = [r for r in tally.replies if _quorum.is_yes(r)]
+        return max(values), None  # type: ignore[type-var, return-value]
+
+    _lock.Lock._fence = fence  # type: ignore[method-assign]
+
+
+def _reader_ignores_waiting_writer() -> None:
+    source = _scripts.READ_ACQUIRE.source.decode()
+    check = "if redis.call('EXISTS', KEYS[3]) == 1 then\n    return -1\nend\n"
+    assert check in source, "rw_read_acquire.lua changed: update this mutant"
+    _set(
+        _rwlock, "READ_ACQUIRE", _script("rw_read_acquire", source.replace(check, ""), grants=True)
+    )
+
+
+MUTANTS: dict[str, Callable[[], None]] = {
+    "quorum-n2": _quorum_of_half,
+    "validity-ignores-elapsed": _validity_ignoring_elapsed,
+    "no-drift-margin": _no_drift_margin,
+    "release-with-del": _release_with_del,
+    "unconditional-pexpire": _unconditional_pexpire,
+    "no-rollback": _no_rollback,
+    "wall-clock-validity": _wall_clock,
+    "extend-recreates-key": _extend_recreates,
+    "fence-before-write-back": _fence_without_write_back,
+    "reader-ignores-waiting-writer": _reader_ignores_waiting_writer,
+}
+
+
+def apply(name: str) -> None:
+    MUTANTS[name]()

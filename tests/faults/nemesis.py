@@ -1,0 +1,201 @@
+"""The nemesis: faults injected into nodes, the network and worker processes.
+
+A schedule is a list of ``Fault``s at offsets from the start of a run. Each
+fault is applied and, after its duration, healed, with both moments written
+to the same history stream the workers write (process "nemesis").
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .run import Cluster
+
+__all__ = ["FAULTS", "Fault", "Nemesis"]
+
+
+@dataclass(frozen=True)
+class Fault:
+    at: float  # seconds after the run starts
+    kind: str  # a key of FAULTS
+    duration: float = 1.0
+    nodes: tuple[int, ...] = (0,)
+    workers: tuple[int, ...] = ()  # for worker faults and partitions
+    args: dict[str, float] = field(default_factory=dict)
+
+
+Action = Callable[["Cluster", Fault], Callable[[], None]]
+
+
+def _node_pause(cluster: Cluster, fault: Fault) -> Callable[[], None]:
+    for i in fault.nodes:
+        cluster.nodes[i].pause()
+
+    def heal() -> None:
+        for i in fault.nodes:
+            cluster.nodes[i].resume()
+
+    return heal
+
+
+def _node_kill_restart(cluster: Cluster, fault: Fault) -> Callable[[], None]:
+    # Down for `duration`, then back with no data (persistence off).
+    for i in fault.nodes:
+        cluster.nodes[i].kill()
+
+    def heal() -> None:
+        for i in fault.nodes:
+            cluster.nodes[i].restart()
+
+    return heal
+
+
+def _node_restart_at_once(cluster: Cluster, fault: Fault) -> Callable[[], None]:
+    # Back empty at once: outside the model unless the library quarantines it.
+    for i in fault.nodes:
+        cluster.nodes[i].restart()
+    return lambda: None
+
+
+def _proxy(method: str) -> Action:
+    def act(cluster: Cluster, fault: Fault) -> Callable[[], None]:
+        for listener in cluster.listeners(fault.nodes, fault.workers):
+            if method == "delay":
+                listener.delay(fault.args.get("seconds", 0.05), fault.args.get("jitter", 0.0))
+            else:
+                getattr(listener, method)()
+
+        def heal() -> None:
+            for listener in cluster.listeners(fault.nodes, fault.workers):
+                listener.heal()
+
+        return heal
+
+    return act
+
+
+def _worker_pause(cluster: Cluster, fault: Fault) -> Callable[[], None]:
+    pids = [cluster.worker_pid(w) for w in fault.workers]
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+
+    def heal() -> None:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+
+    return heal
+
+
+def _pause_holder(cluster: Cluster, fault: Fault) -> Callable[[], None]:
+    # SIGSTOP whichever worker holds the lock right now (its last event is a
+    # grant): a GC pause at the worst moment, between its check and its write.
+    deadline = time.monotonic() + 2.0
+    holders = cluster.holders()
+    while not holders and time.monotonic() < deadline:
+        time.sleep(0.001)  # holds are short: watch for the next one
+        holders = cluster.holders()
+    if not holders:
+        raise RuntimeError("no worker held the lock within 2 s")
+    pids = [cluster.worker_pid(holders[0])]
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+
+    def heal() -> None:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+
+    return heal
+
+
+def _expiry_jump(cluster: Cluster, fault: Fault) -> Callable[[], None]:
+    # A node's clock jumps forward: the lock keys it holds expire at once.
+    for i in fault.nodes:
+        client = cluster.nodes[i].client()
+        for key in client.scan_iter(match=b"redlock:*"):
+            if not key.endswith((b":fence", b":rwfence")):
+                client.pexpire(key, 1)
+    return lambda: None
+
+
+FAULTS: dict[str, Action] = {
+    "pause-node": _node_pause,
+    "kill-node": _node_kill_restart,
+    "restart-node-at-once": _node_restart_at_once,
+    "delay": _proxy("delay"),
+    "blackhole": _proxy("blackhole"),
+    "reset": _proxy("reset"),
+    "drop-replies": _proxy("drop_replies"),
+    "refuse": _proxy("refuse"),
+    "partition": _proxy("blackhole"),  # the given workers lose the given nodes
+    "pause-worker": _worker_pause,
+    "pause-holder": _pause_holder,
+    "expiry-jump": _expiry_jump,
+}
+
+
+class Nemesis:
+    """Runs a schedule on a thread, writing fault/heal events."""
+
+    def __init__(
+        self, cluster: Cluster, schedule: Sequence[Fault], record: Callable[..., None]
+    ) -> None:
+        self.cluster = cluster
+        self.schedule = sorted(schedule, key=lambda f: f.at)
+        self.record = record
+        self.counts: dict[str, int] = {}
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
+        self._started = 0.0
+
+    def start(self, started: float) -> None:
+        self._started = started
+        self._thread.start()
+
+    def _sleep_until(self, offset: float) -> bool:
+        return not self._stop.wait(max(0.0, self._started + offset - time.monotonic()))
+
+    def _run(self) -> None:
+        pending: list[tuple[float, Fault, Callable[[], None]]] = []
+        for fault in self.schedule:
+            # Heal what is due before the next fault.
+            for entry in sorted(pending, key=lambda p: p[0]):
+                if entry[0] <= fault.at:
+                    if not self._sleep_until(entry[0]):
+                        break
+                    self._heal(entry)
+                    pending.remove(entry)
+            if not self._sleep_until(fault.at):
+                break
+            try:
+                heal = FAULTS[fault.kind](self.cluster, fault)
+            except Exception as exc:  # a fault that cannot be applied is reported, not fatal
+                self.errors.append(f"{fault.kind}: {exc}")
+                continue
+            self.counts[fault.kind] = self.counts.get(fault.kind, 0) + 1
+            self.record("fault", fault.kind, detail=f"nodes={fault.nodes} workers={fault.workers}")
+            pending.append((fault.at + fault.duration, fault, heal))
+        for entry in sorted(pending, key=lambda p: p[0]):
+            self._sleep_until(entry[0])
+            self._heal(entry)
+
+    def _heal(self, entry: tuple[float, Fault, Callable[[], None]]) -> None:
+        _, fault, heal = entry
+        try:
+            heal()
+        except Exception as exc:
+            self.errors.append(f"heal {fault.kind}: {exc}")
+        self.record("heal", fault.kind)
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    def stop(self) -> None:
+        self._stop.set()

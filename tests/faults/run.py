@@ -1,0 +1,381 @@
+"""The orchestrator: real nodes, worker processes, a nemesis, and the verdicts.
+
+``run_schedule(schedule, seed, workdir)`` starts 5 redis-server nodes behind
+the fault proxy (one route per worker, so faults can hit some workers only),
+one more Redis as the protected resource (never faulted), the worker
+processes, and the nemesis; then merges the histories and runs the checkers.
+Everything is stopped by pid, on every exit path.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from redlock_async.testing import RedisNodes, RedisServer
+from redlock_async.testing._proxy import ProxyListener
+
+from .checkers import (
+    Verdict,
+    fencing_order,
+    liveness,
+    mutual_exclusion,
+    no_lost_updates,
+    rw_exclusion,
+)
+from .history import Event, load, merge
+from .nemesis import Fault, Nemesis
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    name: str
+    workload: str  # counter | fenced | rw | renew
+    duration: float = 8.0
+    faults: tuple[Fault, ...] = ()
+    workers: int = 3
+    tasks: int = 2
+    ttl: float = 1.0
+    hold: tuple[float, float] = (0.0, 0.05)
+    gap: float = 0.002
+    overrun: float = 0.0
+    write_share: float = 0.3
+    acquire_timeout: float = 1.0
+    in_model: bool = True
+    redlock: dict[str, Any] = field(default_factory=dict)
+    block_loop: dict[int, tuple[tuple[float, float], ...]] = field(default_factory=dict)
+    block_when_holding: bool = False
+    work_while_held: bool = False
+    writer_tasks: int = 0
+    stall_in_acquire: tuple[float, float] = (0.0, 0.0)  # (share of attempts, seconds)
+    # Checkers expected to FAIL (outside the model, the suite must see it).
+    expect_violations: tuple[str, ...] = ()
+    max_recovery: float = math.inf
+
+
+@dataclass
+class Outcome:
+    schedule: str
+    seed: int
+    mutant: str | None
+    verdicts: dict[str, Verdict]
+    faults: dict[str, int]
+    grants: int
+    attempts: int
+    wall: float
+    nemesis_errors: list[str]
+    worker_codes: list[int | None]
+
+    @property
+    def violated(self) -> list[str]:
+        """Safety checkers that found a violation (liveness is reported, not counted)."""
+        return [name for name, v in self.verdicts.items() if not v.ok and name != "liveness"]
+
+    def summary(self) -> str:
+        lines = [
+            f"{self.schedule} seed={self.seed} mutant={self.mutant}: {self.grants} grants of "
+            f"{self.attempts} attempts in {self.wall:.1f}s, faults {self.faults}"
+        ]
+        lines += [str(v) for v in self.verdicts.values()]
+        if self.nemesis_errors:
+            lines.append(f"nemesis errors: {self.nemesis_errors}")
+        return "\n".join(lines)
+
+
+class Cluster:
+    """Nodes, the resource, and the workers' routes to the nodes."""
+
+    def __init__(self, n_nodes: int, n_workers: int, workdir: Path) -> None:
+        self.workdir = workdir
+        self.nodes = RedisNodes()
+        self.resource = RedisServer()
+        self.routes: list[list[ProxyListener]] = []
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self.outputs: list[Path] = []
+        try:
+            self.nodes.start(n_nodes)
+            self.resource.start()
+            self.routes = [self.nodes.route() for _ in range(n_workers)]
+        except BaseException:
+            self.close()
+            raise
+
+    def urls(self, worker: int) -> list[str]:
+        return [f"redis://127.0.0.1:{listener.port}/0" for listener in self.routes[worker]]
+
+    def listeners(self, nodes: Sequence[int], workers: Sequence[int]) -> list[ProxyListener]:
+        chosen = workers or range(len(self.routes))
+        return [self.routes[w][i] for w in chosen for i in nodes]
+
+    def worker_pid(self, worker: int) -> int:
+        return self.processes[worker].pid
+
+    def holders(self) -> list[int]:
+        """Workers whose latest event is a grant (they hold the lock now)."""
+        found = []
+        for index, path in enumerate(self.outputs):
+            try:
+                lines = path.read_bytes().splitlines()
+            except OSError:
+                continue
+            if lines and b'"kind": "ok"' in lines[-1] and b'acquire"' in lines[-1]:
+                found.append(index)
+        return found
+
+    def close(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.kill()  # by pid: ours
+                process.wait()
+        self.nodes.close()
+        self.resource.stop()
+
+
+class _Recorder:
+    """The nemesis's (and the orchestrator's) own history file."""
+
+    def __init__(self, path: Path, process: str) -> None:
+        self._out = path.open("a", buffering=1)
+        self._process = process
+
+    def __call__(self, kind: str, op: str, **fields: Any) -> None:
+        event = {"time": time.monotonic(), "process": self._process, "kind": kind, "op": op}
+        event.update({k: v for k, v in fields.items() if v not in (None, "")})
+        self._out.write(json.dumps(event) + "\n")
+
+    def close(self) -> None:
+        self._out.close()
+
+
+def run_schedule(
+    schedule: Schedule, seed: int, workdir: Path, mutant: str | None = None
+) -> Outcome:
+    workdir.mkdir(parents=True, exist_ok=True)
+    for old in workdir.glob("*.jsonl"):
+        old.unlink()  # histories are appended to: start each run from none
+    rng = random.Random(seed)
+    started_wall = time.monotonic()
+    cluster = Cluster(5, schedule.workers, workdir)
+    nemesis_file = workdir / "nemesis.jsonl"
+    record = _Recorder(nemesis_file, "nemesis")
+    try:
+        for worker in range(schedule.workers):
+            out = workdir / f"w{worker}.jsonl"
+            cluster.outputs.append(out)
+            config = {
+                "urls": cluster.urls(worker),
+                "resource": cluster.resource.url,
+                "process": f"w{worker}",
+                "seed": rng.randrange(2**32),
+                "duration": schedule.duration,
+                "workload": schedule.workload,
+                "tasks": schedule.tasks,
+                "ttl": schedule.ttl,
+                "hold": schedule.hold,
+                "gap": schedule.gap,
+                "overrun": schedule.overrun,
+                "write_share": schedule.write_share,
+                "acquire_timeout": schedule.acquire_timeout,
+                "redlock": schedule.redlock,
+                "block_loop": schedule.block_loop.get(worker, ()),
+                "block_when_holding": schedule.block_when_holding,
+                "work_while_held": schedule.work_while_held,
+                "writer_tasks": schedule.writer_tasks,
+                "stall_in_acquire": schedule.stall_in_acquire,
+                "out": str(out),
+                "mutant": mutant,
+            }
+            cluster.processes.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "tests.faults.worker", json.dumps(config)],
+                    cwd=REPO,
+                    env={**os.environ, "PYTHONPATH": str(REPO)},
+                )
+            )
+        t0 = time.monotonic()
+        nemesis = Nemesis(cluster, schedule.faults, record)
+        nemesis.start(t0)
+        codes: list[int | None] = []
+        for process in cluster.processes:
+            try:
+                codes.append(process.wait(timeout=schedule.duration + 60))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                codes.append(None)
+        nemesis.stop()
+        nemesis.join(30)
+        end = time.monotonic()
+        # The final state, read once every worker has stopped.
+        with redis.Redis.from_url(cluster.resource.url) as resource:
+            counter = resource.get("counter")
+        record("read", "read", key="job", value=int(counter or 0))
+        left = _lock_keys(cluster)
+        record("keys", "left", value=sum(left), detail=f"per node {left}")
+        events = merge(load(path) for path in [*cluster.outputs, nemesis_file])
+    finally:
+        record.close()
+        cluster.close()
+    verdicts = judge(events, schedule, t0, end)
+    acquires = [e for e in events if e.op.endswith("acquire") and e.kind in ("ok", "fail")]
+    return Outcome(
+        schedule=schedule.name,
+        seed=seed,
+        mutant=mutant,
+        verdicts=verdicts,
+        faults=dict(nemesis.counts),
+        grants=sum(e.kind == "ok" for e in acquires),
+        attempts=len(acquires),
+        wall=time.monotonic() - started_wall,
+        nemesis_errors=nemesis.errors,
+        worker_codes=codes,
+    )
+
+
+def _lock_keys(cluster: Cluster) -> list[int]:
+    """Lock keys (not fencing counters) on each node that is up."""
+    counts = []
+    for node in cluster.nodes:
+        try:
+            keys = node.client().keys(b"redlock:*")
+        except redis.RedisError:
+            counts.append(0)  # down: it holds nothing anyone can see
+            continue
+        names = [k if isinstance(k, bytes) else str(k).encode() for k in keys]
+        counts.append(sum(1 for k in names if not k.endswith((b":fence", b":rwfence"))))
+    return counts
+
+
+def judge(events: list[Event], schedule: Schedule, t0: float, end: float) -> dict[str, Verdict]:
+    verdicts = {"mutual_exclusion": mutual_exclusion(events, ("acquire",))}
+    if not schedule.faults:
+        # With no fault, every attempt's outcome was known: a key left behind
+        # right after the workers stopped is a leak (rollback or release missing).
+        left = [e for e in events if e.kind == "keys"]
+        count = left[-1].value if left else 0
+        verdicts["no_keys_left"] = Verdict(
+            "no_keys_left",
+            not count,
+            [f"{count} lock keys left: {left[-1].detail}"] if count else [],
+            {"keys_left": count or 0},
+        )
+    if schedule.workload == "renew":
+        verdicts["loss_notice"] = loss_notice(events, schedule.ttl)
+    if schedule.workload == "rw":
+        verdicts["rw_exclusion"] = rw_exclusion(events)
+        verdicts["writer_starvation"] = writer_starvation(events, bound=schedule.duration / 2)
+    if schedule.workload == "counter":
+        verdicts["no_lost_updates"] = no_lost_updates(events)
+    if schedule.workload == "fenced":
+        verdicts["fencing_order"] = fencing_order(events)
+        verdicts["no_lost_updates"] = fenced_updates(events)
+    verdicts["liveness"] = liveness(
+        events, phases(events, t0, end), max_recovery=schedule.max_recovery
+    )
+    return verdicts
+
+
+def phases(events: Sequence[Event], t0: float, end: float) -> list[tuple[str, float, float]]:
+    """Healthy stretches (no fault active, 1 s after each heal) and faulted ones."""
+    active = 0
+    marks: list[tuple[float, int]] = []
+    for event in events:
+        if event.process != "nemesis":
+            continue
+        if event.kind == "fault":
+            active += 1
+        elif event.kind == "heal":
+            active -= 1
+        marks.append((event.time, active))
+    out: list[tuple[str, float, float]] = []
+    start, state = t0, 0
+    for when, now_active in marks:
+        name = "healthy" if state == 0 else "faulted"
+        if when > start:
+            out.append((f"{name}{len(out)}", start, when))
+        start = when + (1.0 if now_active == 0 else 0.0)
+        state = now_active
+    if end > start:
+        out.append((f"{'healthy' if state == 0 else 'faulted'}{len(out)}", start, end))
+    return out
+
+
+def fenced_updates(events: Sequence[Event]) -> Verdict:
+    """With a fenced resource: the counter equals the writes it accepted."""
+    accepted = [e for e in events if e.op == "fenced-write" and e.kind == "ok"]
+    final = [e for e in events if e.kind == "read"]
+    violations = []
+    if not final or final[-1].value != len(accepted):
+        value = final[-1].value if final else None
+        violations.append(f"counter {value}, but the resource accepted {len(accepted)} writes")
+    values = [e.value for e in accepted]
+    if len(set(values)) != len(values):
+        violations.append("two accepted writes produced the same counter value")
+    return Verdict("no_lost_updates", not violations, violations, {"accepted": len(accepted)})
+
+
+def writer_starvation(events: Sequence[Event], bound: float) -> Verdict:
+    """A writer that started waiting is granted (or times out) - and some writer gets in."""
+    invokes: dict[str, list[float]] = {}
+    waits: list[float] = []
+    for event in events:
+        if event.op != "write-acquire":
+            continue
+        if event.kind == "invoke":
+            invokes.setdefault(event.process, []).append(event.time)
+        elif event.kind == "ok" and invokes.get(event.process):
+            waits.append(event.time - invokes[event.process].pop(0))
+        elif event.kind == "fail" and invokes.get(event.process):
+            invokes[event.process].pop(0)
+    tried = sum(1 for e in events if e.op == "write-acquire" and e.kind == "invoke")
+    granted = len(waits)
+    violations = []
+    if tried and granted < tried / 2:
+        violations.append(f"{granted} of {tried} write attempts granted: writers starved")
+    elif waits and max(waits) > bound:
+        violations.append(f"a writer waited {max(waits):.2f}s (bound {bound:.2f}s)")
+    return Verdict(
+        "writer_starvation",
+        not violations,
+        violations,
+        {"write_attempts": tried, "writes_granted": granted},
+        {"max_writer_wait": max(waits) if waits else 0.0},
+    )
+
+
+def loss_notice(events: Sequence[Event], ttl: float) -> Verdict:
+    """A holder whose keys vanished from a majority is told by its next renewal.
+
+    After an ``expiry-jump`` of a majority, the next renewal finds the keys
+    gone (or someone else's): the holder must learn it at once - its claim
+    may not run on for longer than the renewal period plus slack.
+    """
+    from .history import windows
+
+    jumps = [e.time for e in events if e.process == "nemesis" and e.kind == "fault"
+             and e.op == "expiry-jump"]  # fmt: skip
+    found = windows(events, ("acquire",))
+    # Renewals run every ttl/3 (give or take ttl/12): the first one after
+    # the jump finds the keys gone. 0.25 s of slack for a loaded machine.
+    bound = ttl * 0.75 + 0.25
+    violations = []
+    for jump in jumps:
+        for window in found:
+            if window.start < jump < window.end and window.end > jump + bound:
+                violations.append(
+                    f"{window.describe()} kept claiming {window.end - jump:.2f}s after its "
+                    f"keys were expired at {jump:.3f} (bound {bound:.2f}s)"
+                )
+    return Verdict("loss_notice", not violations, violations, {"jumps": len(jumps)})

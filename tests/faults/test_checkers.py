@@ -1,0 +1,441 @@
+"""The checkers on hand-made histories: clean ones pass, planted violations are named."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from .checkers import fencing_order, liveness, mutual_exclusion, no_lost_updates, rw_exclusion
+from .history import Event, History, dump, load, merge, windows
+
+
+def grant(
+    time: float,
+    process: str,
+    token: str,
+    valid_until: float | None,
+    *,
+    key: str = "k",
+    op: str = "acquire",
+    fence: int | None = None,
+) -> Event:
+    return Event(time, process, "ok", op, key, token, fence=fence, valid_until=valid_until)
+
+
+def release(time: float, process: str, token: str, *, key: str = "k") -> Event:
+    return Event(time, process, "invoke", "release", key, token)
+
+
+def invoke(time: float, process: str, op: str = "acquire", key: str = "k") -> Event:
+    return Event(time, process, "invoke", op, key)
+
+
+# -- history format ----------------------------------------------------------
+
+
+def test_dump_load_round_trip(tmp_path: Path) -> None:
+    events = [
+        invoke(0.5, "w1"),
+        grant(1.0, "w1", "t1", 2.5, fence=7),
+        Event(1.2, "w1", "ok", "increment", "c", value=3, detail="under lock"),
+        Event(1.3, "nemesis", "fault", "pause", detail="node2"),
+    ]
+    path = tmp_path / "w1.jsonl"
+    dump(events, path)
+    assert load(path) == events
+    # Defaults stay out of the file: only what an event says is written.
+    assert '"fence"' not in path.read_text().splitlines()[0]
+
+
+def test_load_drops_a_torn_last_line_only(tmp_path: Path) -> None:
+    path = tmp_path / "w.jsonl"
+    dump([invoke(1.0, "w1"), invoke(2.0, "w1")], path)
+    path.write_text(path.read_text() + '{"time": 3.0, "proc')
+    assert [e.time for e in load(path)] == [1.0, 2.0]
+    path.write_text('{"time": 1.0, "pro\n' + '{"time":2.0,"process":"w","kind":"ok","op":"x"}\n')
+    with pytest.raises(ValueError, match=r"w\.jsonl:1:"):
+        load(path)
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"time": 1, "process": "w", "kind": "ok"}', "missing event fields"),
+        ('{"time": 1, "process": "w", "kind": "ok", "op": "a", "colour": 1}', "unknown"),
+        ('{"time": true, "process": "w", "kind": "ok", "op": "a"}', "time must be a number"),
+        ('{"time": 1, "process": "w", "kind": "ok", "op": "a", "fence": 1.5}', "fence must be"),
+        ("[1, 2]", "JSON object"),
+    ],
+)
+def test_load_rejects_malformed_events(tmp_path: Path, line: str, message: str) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(line + "\n" + line + "\n")
+    with pytest.raises(ValueError, match=message):
+        load(path)
+
+
+def test_merge_orders_by_time_and_keeps_each_process_order(tmp_path: Path) -> None:
+    w1 = [invoke(1.0, "w1"), grant(1.0, "w1", "a", 2.0), release(3.0, "w1", "a")]
+    w2 = [invoke(0.5, "w2"), Event(2.0, "w2", "fail", "acquire", "k")]
+    dump(w1, tmp_path / "w1.jsonl")
+    dump(w2, tmp_path / "w2.jsonl")
+    history = History.from_files([tmp_path / "w1.jsonl", tmp_path / "w2.jsonl"])
+    assert [(e.time, e.process, e.kind) for e in history] == [
+        (0.5, "w2", "invoke"),
+        (1.0, "w1", "invoke"),
+        (1.0, "w1", "ok"),
+        (2.0, "w2", "fail"),
+        (3.0, "w1", "invoke"),
+    ]
+    assert list(history) == merge([w1, w2])
+    assert len(history) == 5
+    assert history.keys() == ["k"]
+    assert [e.kind for e in history.of(process="w2")] == ["invoke", "fail"]
+    [window] = history.windows()
+    assert (window.start, window.end, window.released) == (1.0, 2.0, True)
+
+
+def test_windows_match_releases_by_token_then_by_process() -> None:
+    found = windows(
+        [
+            grant(1.0, "w1", "a", 5.0),
+            # Another process's release with a foreign token ends nothing.
+            release(1.5, "w2", "a"),
+            # A release naming no grant of this process leaves it open.
+            release(2.0, "w1", "zzz"),
+            grant(3.0, "w3", "", 9.0),
+            release(4.0, "w3", ""),
+        ]
+    )
+    assert [(w.process, w.start, w.end) for w in found] == [("w1", 1.0, 5.0), ("w3", 3.0, 4.0)]
+
+
+def test_extend_moves_the_end_only_while_still_valid() -> None:
+    extend = Event(1.5, "w1", "ok", "extend", "k", "a", valid_until=4.0)
+    late = Event(5.0, "w2", "ok", "extend", "k", "b", valid_until=9.0)
+    found = windows([grant(1.0, "w1", "a", 2.0), extend, grant(3.0, "w2", "b", 4.5), late])
+    assert [(w.process, w.end) for w in found] == [("w1", 4.0), ("w2", 4.5)]
+
+
+def test_an_extend_to_a_shorter_ttl_shortens_the_window() -> None:
+    shorter = Event(1.5, "w1", "ok", "extend", "k", "a", valid_until=1.8)
+    history = [grant(1.0, "w1", "a", 3.0), shorter, grant(2.0, "w2", "b", 4.0)]
+    assert mutual_exclusion(history).ok
+
+
+def test_lost_ends_the_window_and_worker_release_events_count() -> None:
+    history = [
+        grant(0.0, "w1", "a", 5.0),
+        Event(1.0, "w1", "lost", "acquire", "k", "a"),
+        grant(1.0, "w2", "b", 5.0),
+        # The worker's form: kind "release", op naming what is released.
+        Event(2.0, "w2", "release", "acquire", "k", "b"),
+        grant(2.0, "w3", "c", 5.0),
+    ]
+    verdict = mutual_exclusion(history)
+    assert verdict.ok, verdict
+    assert verdict.counts["released"] == 2
+
+
+# -- mutual exclusion --------------------------------------------------------
+
+
+def test_mutual_exclusion_accepts_a_clean_history() -> None:
+    history = [
+        invoke(0.0, "w1"),
+        grant(0.1, "w1", "a", 1.1),
+        invoke(0.2, "w2"),
+        release(0.9, "w1", "a"),
+        grant(0.95, "w2", "b", 2.0),
+        release(1.5, "w2", "b"),
+        grant(0.5, "w3", "c", 1.5, key="other"),
+    ]
+    verdict = mutual_exclusion(history)
+    assert verdict.ok, verdict
+    assert verdict.counts == {"grants": 3, "keys": 2, "released": 2, "overlaps": 0}
+
+
+def test_mutual_exclusion_catches_a_one_millisecond_overlap() -> None:
+    verdict = mutual_exclusion([grant(0.0, "w1", "a", 1.0), grant(0.999, "w2", "b", 2.0)])
+    assert not verdict.ok
+    [violation] = verdict.violations
+    assert "key 'k'" in violation
+    assert "w1" in violation
+    assert "w2" in violation
+    assert "by 1.000 ms" in violation
+
+
+def test_touching_windows_are_a_hand_over() -> None:
+    assert mutual_exclusion([grant(0.0, "w1", "a", 1.0), grant(1.0, "w2", "b", 2.0)]).ok
+
+
+def test_release_before_validity_end_shortens_the_window() -> None:
+    early = [grant(0.0, "w1", "a", 10.0), release(1.0, "w1", "a"), grant(1.0, "w2", "b", 5.0)]
+    assert mutual_exclusion(early).ok
+    # The same grants without the release overlap by the rest of the validity.
+    verdict = mutual_exclusion([early[0], early[2]])
+    assert not verdict.ok
+    assert "by 4000.000 ms" in verdict.violations[0]
+
+
+def test_a_release_after_validity_end_does_not_lengthen_the_window() -> None:
+    late = [grant(0.0, "w1", "a", 1.0), grant(1.0, "w2", "b", 2.0), release(1.8, "w1", "a")]
+    assert mutual_exclusion(late).ok
+
+
+def test_unknown_and_failed_outcomes_grant_nothing() -> None:
+    history = [
+        grant(0.0, "w1", "a", 1.0),
+        Event(0.5, "w2", "unknown", "acquire", "k", "b", detail="timeout"),
+        Event(0.6, "w3", "fail", "acquire", "k", "c"),
+        Event(0.7, "w2", "unknown", "release", "k", "b"),
+    ]
+    verdict = mutual_exclusion(history)
+    assert verdict.ok, verdict
+    assert verdict.counts["grants"] == 1
+
+
+def test_a_grant_without_validity_or_release_holds_forever() -> None:
+    verdict = mutual_exclusion([grant(0.0, "w1", "a", None), grant(100.0, "w2", "b", 101.0)])
+    assert not verdict.ok
+    assert "inf" in verdict.violations[0]
+
+
+def test_mutual_exclusion_catches_every_pair() -> None:
+    verdict = mutual_exclusion(
+        [grant(0.0, "w1", "a", 3.0), grant(1.0, "w2", "b", 4.0), grant(2.0, "w3", "c", 5.0)]
+    )
+    assert verdict.counts["overlaps"] == 3
+
+
+# -- reader/writer exclusion -------------------------------------------------
+
+
+def rgrant(time: float, process: str, token: str, valid_until: float) -> Event:
+    return grant(time, process, token, valid_until, op="read-acquire")
+
+
+def wgrant(time: float, process: str, token: str, valid_until: float) -> Event:
+    return grant(time, process, token, valid_until, op="write-acquire")
+
+
+def test_rw_exclusion_lets_readers_share() -> None:
+    history = [
+        rgrant(0.0, "r1", "a", 2.0),
+        rgrant(0.5, "r2", "b", 3.0),
+        Event(1.0, "r1", "invoke", "read-release", "k", "a"),
+        wgrant(3.0, "w1", "c", 4.0),
+        Event(3.5, "w1", "invoke", "write-release", "k", "c"),
+        rgrant(3.5, "r1", "d", 5.0),
+    ]
+    verdict = rw_exclusion(history)
+    assert verdict.ok, verdict
+    assert verdict.counts == {"readers": 3, "writers": 1, "overlaps": 0}
+
+
+def test_rw_exclusion_catches_a_writer_overlapping_a_reader() -> None:
+    verdict = rw_exclusion([rgrant(0.0, "r1", "a", 2.0), wgrant(1.5, "w1", "b", 3.0)])
+    assert not verdict.ok
+    [violation] = verdict.violations
+    assert "r1 (read-acquire" in violation
+    assert "w1 (write-acquire" in violation
+    assert "by 500.000 ms" in violation
+
+
+def test_rw_exclusion_catches_two_writers() -> None:
+    verdict = rw_exclusion([wgrant(0.0, "w1", "a", 2.0), wgrant(1.0, "w2", "b", 3.0)])
+    assert verdict.counts["overlaps"] == 1
+
+
+def test_rw_exclusion_ignores_plain_mutex_grants() -> None:
+    assert rw_exclusion([grant(0.0, "w1", "a", 2.0), wgrant(1.0, "w2", "b", 3.0)]).ok
+
+
+# -- lost updates ------------------------------------------------------------
+
+
+def increment(time: float, process: str, value: int, kind: str = "ok") -> Event:
+    return Event(time, process, kind, "increment", "c", value=value)
+
+
+def final_read(time: float, value: int) -> Event:
+    return Event(time, "checker", "read", "read", "c", value=value)
+
+
+def test_no_lost_updates_accepts_a_clean_counter() -> None:
+    history = [increment(1.0, "w1", 1), increment(2.0, "w2", 2), increment(3.0, "w1", 3)]
+    verdict = no_lost_updates([*history, final_read(4.0, 3)])
+    assert verdict.ok, verdict
+    assert verdict.counts == {"increments": 3, "unknown": 0, "keys": 1}
+
+
+def test_no_lost_updates_catches_a_lost_update() -> None:
+    # w2 read 1 before w1's write landed, wrote 2 over it... and then a
+    # third increment raced too: final 2 after three successful increments.
+    history = [increment(1.0, "w1", 1), increment(2.0, "w2", 2), increment(2.5, "w3", 3)]
+    verdict = no_lost_updates([*history, final_read(4.0, 2)])
+    assert not verdict.ok
+    assert any(
+        "final value 2" in v and "3 increments" in v and "lost" in v for v in verdict.violations
+    )
+    assert any("wrote 3" in v and "outside 1..2" in v for v in verdict.violations)
+
+
+def test_no_lost_updates_catches_a_duplicate_write() -> None:
+    history = [increment(1.0, "w1", 1), increment(2.0, "w2", 2), increment(2.1, "w3", 2)]
+    verdict = no_lost_updates([*history, final_read(3.0, 2)])
+    assert not verdict.ok
+    assert any(
+        "value 2 written 2 times" in v and "w2" in v and "w3" in v for v in verdict.violations
+    )
+
+
+def test_no_lost_updates_allows_for_increments_of_unknown_outcome() -> None:
+    history = [increment(1.0, "w1", 1), increment(2.0, "w2", 0, kind="unknown")]
+    assert no_lost_updates([*history, final_read(3.0, 1)]).ok
+    assert no_lost_updates([*history, final_read(3.0, 2)]).ok
+    verdict = no_lost_updates([*history, final_read(3.0, 3)])
+    assert not verdict.ok
+    assert "1..2 increments" in verdict.violations[0]
+    assert "phantom" in verdict.violations[0]
+
+
+def test_no_lost_updates_needs_a_final_read() -> None:
+    verdict = no_lost_updates([increment(1.0, "w1", 1)])
+    assert not verdict.ok
+    assert "no final read" in verdict.violations[0]
+
+
+# -- fencing -----------------------------------------------------------------
+
+
+def fenced_write(time: float, process: str, fence: int, accepted: bool) -> Event:
+    return Event(time, process, "ok" if accepted else "fail", "fenced-write", "k", fence=fence)
+
+
+def test_fencing_order_accepts_a_clean_history() -> None:
+    history = [
+        grant(0.0, "w1", "a", 1.0, fence=1),
+        fenced_write(0.5, "w1", 1, True),
+        grant(1.0, "w2", "b", 2.0, fence=2),
+        fenced_write(1.5, "w2", 2, True),
+        # w1 paused past its validity: its late write is rejected, as it should be.
+        fenced_write(1.6, "w1", 1, False),
+        fenced_write(1.7, "w2", 2, True),
+    ]
+    verdict = fencing_order(history)
+    assert verdict.ok, verdict
+    assert verdict.counts == {
+        "fenced_grants": 2,
+        "writes_accepted": 3,
+        "writes_rejected": 1,
+        "stale_rejected": 1,
+    }
+
+
+def test_fencing_order_catches_a_decreasing_fence() -> None:
+    verdict = fencing_order(
+        [grant(0.0, "w1", "a", 1.0, fence=5), grant(1.0, "w2", "b", 2.0, fence=4)]
+    )
+    assert not verdict.ok
+    [violation] = verdict.violations
+    assert "fence 4" in violation
+    assert "fence 5" in violation
+    assert "not greater" in violation
+
+
+def test_fencing_order_does_not_order_concurrent_grants() -> None:
+    # Overlapping windows are mutual_exclusion's business, not this checker's.
+    assert fencing_order(
+        [grant(0.0, "w1", "a", 2.0, fence=5), grant(1.0, "w2", "b", 3.0, fence=4)]
+    ).ok
+
+
+def test_fencing_order_catches_a_duplicate_fence() -> None:
+    history = [grant(0.0, "w1", "a", 1.0, fence=3), grant(5.0, "w2", "b", 6.0, fence=3)]
+    verdict = fencing_order(history)
+    assert not verdict.ok
+    assert any("fence 3 given twice" in v for v in verdict.violations)
+
+
+def test_fencing_order_catches_a_stale_write_accepted() -> None:
+    history = [fenced_write(1.0, "w2", 2, True), fenced_write(2.0, "w1", 1, True)]
+    verdict = fencing_order(history)
+    assert not verdict.ok
+    [violation] = verdict.violations
+    assert "stale write accepted: fence 1 from w1" in violation
+    assert "after fence 2 from w2" in violation
+
+
+def test_fencing_keys_are_independent() -> None:
+    history = [
+        grant(0.0, "w1", "a", 1.0, fence=9, key="x"),
+        grant(2.0, "w2", "b", 3.0, fence=1, key="y"),
+        Event(2.5, "w2", "ok", "fenced-write", "y", fence=1),
+    ]
+    assert fencing_order(history).ok
+
+
+# -- liveness ----------------------------------------------------------------
+
+
+def attempt(time: float, process: str, kind: str) -> Event:
+    return Event(time, process, kind, "acquire", "k")
+
+
+def test_liveness_reports_rates_and_recovery() -> None:
+    history = [
+        attempt(0.5, "w1", "ok"),
+        attempt(0.7, "w2", "fail"),
+        attempt(0.8, "w1", "ok"),
+        Event(1.0, "nemesis", "fault", "partition"),
+        attempt(1.5, "w1", "fail"),
+        attempt(1.7, "w2", "unknown"),
+        Event(2.0, "nemesis", "heal", "partition"),
+        attempt(2.1, "w1", "fail"),
+        attempt(2.4, "w2", "ok"),
+        attempt(2.6, "w1", "ok"),
+    ]
+    phases = [("healthy", 0.0, 1.0), ("faulty", 1.0, 2.0), ("healthy-after", 2.0, 3.0)]
+    verdict = liveness(history, phases, max_recovery=1.0)
+    assert verdict.ok, verdict
+    assert verdict.counts["healthy.attempts"] == 3
+    assert verdict.counts["healthy.ok"] == 2
+    assert verdict.counts["faulty.ok"] == 0
+    assert verdict.counts["heals"] == 1
+    assert verdict.figures["faulty.success_rate"] == 0.0
+    assert verdict.figures["healthy-after.success_rate"] == pytest.approx(2 / 3)
+    assert verdict.figures["heal0.recovery"] == pytest.approx(0.4)
+    assert verdict.figures["max_recovery"] == pytest.approx(0.4)
+
+
+def test_liveness_fails_a_starved_healthy_phase() -> None:
+    history = [attempt(0.1, "w1", "fail"), attempt(0.2, "w2", "fail"), attempt(0.3, "w1", "ok")]
+    verdict = liveness(history, [("healthy", 0.0, 1.0), ("healthy-idle", 1.0, 2.0)])
+    assert not verdict.ok
+    assert "'healthy'" in verdict.violations[0]
+    assert "1/3" in verdict.violations[0]
+    assert "'healthy-idle'" in verdict.violations[1]
+    assert "no attempt completed" in verdict.violations[1]
+    # A fault phase may starve: that is what faults do.
+    assert liveness(history, [("partition", 0.0, 1.0)]).ok
+
+
+def test_liveness_fails_a_slow_or_missing_recovery() -> None:
+    slow = [
+        Event(1.0, "nemesis", "heal", "kill"),
+        attempt(1.5, "w1", "fail"),
+        attempt(4.0, "w1", "ok"),
+    ]
+    verdict = liveness(slow, [], max_recovery=2.0)
+    assert not verdict.ok
+    assert "took 3.000 s, over the bound of 2.000 s" in verdict.violations[0]
+    never = slow[:2]
+    verdict = liveness(never, [])
+    assert not verdict.ok
+    assert "no acquire succeeded after the heal at 1.000" in verdict.violations[0]
+    assert math.isinf(verdict.figures["max_recovery"])
+    # A heal at the very end, with nothing tried afterwards, proves nothing either way.
+    assert liveness(slow[:1], []).ok
