@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import redis
 
 from ._docker import DockerRedisServer, docker_available
@@ -106,10 +108,12 @@ class RedisNodes(list[RedisNode]):
     def direct_urls(self) -> list[str]:
         return [node.direct_url for node in self]
 
-    def start(self, n: int) -> RedisNodes:
+    def start(self, n: int, extra_args: Sequence[str] = ()) -> RedisNodes:
+        """Start ``n`` nodes; ``extra_args`` go to each local ``redis-server``
+        (e.g. ``("--appendonly", "yes", "--appendfsync", "always")``)."""
         servers: list[Server]
         if find_redis_server() is not None:
-            local = [RedisServer() for _ in range(n)]
+            local = [RedisServer(extra_args=extra_args) for _ in range(n)]
             for one in local:
                 one.launch()  # all at once: startup costs one wait, not n
             servers = list(local)

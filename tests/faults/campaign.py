@@ -37,6 +37,7 @@ def campaign(minutes: float, seed: int, workdir: Path) -> dict[str, Any]:
     expected_seen: Counter[str] = Counter()
     expected_missed: Counter[str] = Counter()
     recoveries: list[float] = []
+    lags: list[float] = []
     round_number = 0
     schedules = (*IN_MODEL, *OUT_OF_MODEL)
     while time.monotonic() < deadline:
@@ -58,6 +59,7 @@ def campaign(minutes: float, seed: int, workdir: Path) -> dict[str, Any]:
                 stale_rejected += fencing.counts.get("stale_rejected", 0)
             live = outcome.verdicts["liveness"].figures
             recoveries += [v for k, v in live.items() if k.endswith(".recovery") and v < 1e9]
+            lags.append(outcome.loop_lag_ms)
             runs.append(_run_entry(outcome, schedule.in_model))
             print(_line(outcome), flush=True)
         round_number += 1
@@ -75,6 +77,8 @@ def campaign(minutes: float, seed: int, workdir: Path) -> dict[str, Any]:
         "out_of_model_missed": dict(expected_missed),
         "stale_writes_rejected": stale_rejected,
         "recovery_s": _spread(recoveries),
+        # Includes the stalls some schedules inject on purpose (up to 1.5 s).
+        "worker_loop_lag_ms": _spread(lags),
         "mutants": matrix,
         "mutants_caught": sum(1 for caught in matrix.values() if caught),
         "schedule_seeds": [(r["schedule"], r["seed"]) for r in runs],
@@ -141,6 +145,8 @@ def markdown(report: dict[str, Any]) -> str:
         f"{report['out_of_model_detected']} / {report['out_of_model_missed'] or 'none'}",
         f"- stale writes rejected by the fenced resource: {report['stale_writes_rejected']}",
         f"- recovery after heals (s): {report['recovery_s']}",
+        f"- worst event-loop lag per run, ms (stalls injected on purpose included): "
+        f"{report['worker_loop_lag_ms']}",
         f"- planted bugs caught: {report['mutants_caught']} of {len(report['mutants'])}",
         "",
         "| planted bug | caught by |",

@@ -61,6 +61,7 @@ class Schedule:
     work_while_held: bool = False
     writer_tasks: int = 0
     stall_in_acquire: tuple[float, float] = (0.0, 0.0)  # (share of attempts, seconds)
+    node_args: tuple[str, ...] = ()  # e.g. persistence for every redis-server
     # Checkers expected to FAIL (outside the model, the suite must see it).
     expect_violations: tuple[str, ...] = ()
     max_recovery: float = math.inf
@@ -78,6 +79,7 @@ class Outcome:
     wall: float
     nemesis_errors: list[str]
     worker_codes: list[int | None]
+    loop_lag_ms: float = 0.0  # the workers' worst event-loop lag (harness overload)
 
     @property
     def violated(self) -> list[str]:
@@ -98,7 +100,9 @@ class Outcome:
 class Cluster:
     """Nodes, the resource, and the workers' routes to the nodes."""
 
-    def __init__(self, n_nodes: int, n_workers: int, workdir: Path) -> None:
+    def __init__(
+        self, n_nodes: int, n_workers: int, workdir: Path, node_args: Sequence[str] = ()
+    ) -> None:
         self.workdir = workdir
         self.nodes = RedisNodes()
         self.resource = RedisServer()
@@ -106,7 +110,7 @@ class Cluster:
         self.processes: list[subprocess.Popen[bytes]] = []
         self.outputs: list[Path] = []
         try:
-            self.nodes.start(n_nodes)
+            self.nodes.start(n_nodes, node_args)
             self.resource.start()
             self.routes = [self.nodes.route() for _ in range(n_workers)]
         except BaseException:
@@ -168,7 +172,7 @@ def run_schedule(
         old.unlink()  # histories are appended to: start each run from none
     rng = random.Random(seed)
     started_wall = time.monotonic()
-    cluster = Cluster(5, schedule.workers, workdir)
+    cluster = Cluster(5, schedule.workers, workdir, schedule.node_args)
     nemesis_file = workdir / "nemesis.jsonl"
     record = _Recorder(nemesis_file, "nemesis")
     try:
@@ -241,6 +245,10 @@ def run_schedule(
         wall=time.monotonic() - started_wall,
         nemesis_errors=nemesis.errors,
         worker_codes=codes,
+        loop_lag_ms=max(
+            (float(e.detail.split()[-2]) for e in events if e.kind == "done" and e.detail),
+            default=0.0,
+        ),
     )
 
 
@@ -273,6 +281,14 @@ def judge(events: list[Event], schedule: Schedule, t0: float, end: float) -> dic
         )
     if schedule.workload == "renew":
         verdicts["loss_notice"] = loss_notice(events, schedule.ttl)
+    done = [e for e in events if e.kind == "done"]
+    stray = {e.process: e.value for e in done if e.value}
+    verdicts["no_stray_tasks"] = Verdict(
+        "no_stray_tasks",
+        not stray,
+        [f"{p}: {n} tasks still running after Redlock.aclose()" for p, n in stray.items()],
+        {"workers_done": len(done)},
+    )
     if schedule.workload == "rw":
         verdicts["rw_exclusion"] = rw_exclusion(events)
         verdicts["writer_starvation"] = writer_starvation(events, bound=schedule.duration / 2)

@@ -107,6 +107,25 @@ IN_MODEL: tuple[Schedule, ...] = (
     ),
 )
 
+# Nodes that persist every write (AOF, fsync always / every second), killed
+# and restarted at once: the keys come back from disk (and the restart
+# quarantine holds their votes meanwhile).
+IN_MODEL += tuple(
+    Schedule(
+        f"restart-at-once-aof-{fsync}",
+        "counter",
+        duration=8.0,
+        ttl=2.0,
+        hold=(0.0, 2.0),
+        node_args=("--appendonly", "yes", "--appendfsync", fsync),
+        faults=tuple(
+            Fault(at=1.5 + 2.0 * i, kind="kill-node", duration=0.0, nodes=(i, i + 1))
+            for i in range(3)
+        ),
+    )
+    for fsync in ("always", "everysec")
+)
+
 OUT_OF_MODEL: tuple[Schedule, ...] = (
     Schedule(
         "paused-holders-unfenced",
@@ -218,6 +237,7 @@ SMOKE: tuple[str, ...] = (
     "rwlock-node-faults",
     "renewed-holds-lose-majority",
     "restart-empty-at-once",
+    "restart-at-once-aof-always",
 )
 
 

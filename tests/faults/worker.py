@@ -186,7 +186,7 @@ async def run(config: dict[str, Any]) -> None:
         for at, seconds in config.get("block_loop", []):
             await asyncio.sleep(max(0.0, at - (time.monotonic() - started)))
             # Stall while holding, the worst moment (polling: a test harness).
-            while config.get("block_when_holding") and not holding:  # noqa: ASYNC110
+            while config.get("block_when_holding") and not holding:
                 if time.monotonic() >= deadline:
                     return  # the workload is over: nobody will hold again
                 await asyncio.sleep(0.001)
@@ -194,13 +194,27 @@ async def run(config: dict[str, Any]) -> None:
             time.sleep(seconds)  # noqa: ASYNC251 - blocking the loop is the fault
             record("heal", "block-loop")
 
+    lag = 0.0
+
+    async def ticker() -> None:
+        # How late this process's event loop runs (harness overload; the
+        # stalls the nemesis asks for show here too).
+        nonlocal lag
+        while time.monotonic() < deadline:
+            due = time.monotonic() + 0.05
+            await asyncio.sleep(0.05)
+            lag = max(lag, time.monotonic() - due)
+
     started = time.monotonic()
     try:
-        await asyncio.gather(blocker(), *(loop(i) for i in range(config.get("tasks", 2))))
+        await asyncio.gather(blocker(), ticker(), *(loop(i) for i in range(config.get("tasks", 2))))
     finally:
         await redlock.aclose()
         await resource.aclose()
-        record("done", "worker")
+        await asyncio.sleep(0)  # let cancelled callbacks run
+        # After aclose(), nothing of the library may still run in this process.
+        stray = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        record("done", "worker", value=len(stray), detail=f"loop lag max {lag * 1000:.0f} ms")
 
 
 def main() -> None:
