@@ -25,7 +25,7 @@ from ._keys import check_name
 from ._node import Command
 from ._quorum import Tally, is_yes
 from ._scripts import ACQUIRE, EXTEND, FAIR_ACQUIRE, FAIR_LEAVE, FENCE_RAISE, RELEASE
-from ._timing import validity
+from ._timing import drift, validity
 from ._wake import Subscription
 
 __all__ = ["Grant", "Lock"]
@@ -374,6 +374,12 @@ class Lock:
                 grant.validity_end = core.clock() + left
                 grant.ttl = ttl
                 return "ok"
+        # Failed (or valid for too short): nodes it did reach now expire the
+        # key `ttl` after `started` at the earliest. A shorter ttl than the
+        # grant had left thus shortens what a majority is known to hold.
+        shortened = started + ttl - drift(ttl, core.config.drift_factor)
+        if shortened < grant.validity_end:
+            grant.validity_end = shortened
         n = len(core.nodes)
         if tally.no > n - core.quorum:
             return "refused"  # enough nodes no longer hold our token: it is gone

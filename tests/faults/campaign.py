@@ -38,6 +38,7 @@ def campaign(minutes: float, seed: int, workdir: Path) -> dict[str, Any]:
     expected_missed: Counter[str] = Counter()
     recoveries: list[float] = []
     lags: list[float] = []
+    slow_node: list[dict[str, float]] = []
     round_number = 0
     schedules = (*IN_MODEL, *OUT_OF_MODEL)
     while time.monotonic() < deadline:
@@ -60,6 +61,8 @@ def campaign(minutes: float, seed: int, workdir: Path) -> dict[str, Any]:
             live = outcome.verdicts["liveness"].figures
             recoveries += [v for k, v in live.items() if k.endswith(".recovery") and v < 1e9]
             lags.append(outcome.loop_lag_ms)
+            if schedule.name == "slow-node-latency":
+                slow_node.append(outcome.latency_ms)
             runs.append(_run_entry(outcome, schedule.in_model))
             print(_line(outcome), flush=True)
         round_number += 1
@@ -79,6 +82,8 @@ def campaign(minutes: float, seed: int, workdir: Path) -> dict[str, Any]:
         "recovery_s": _spread(recoveries),
         # Includes the stalls some schedules inject on purpose (up to 1.5 s).
         "worker_loop_lag_ms": _spread(lags),
+        # One uncontended client; node 0 delayed 20 ms each way in the second half.
+        "slow_node_latency_ms": slow_node,
         "mutants": matrix,
         "mutants_caught": sum(1 for caught in matrix.values() if caught),
         "schedule_seeds": [(r["schedule"], r["seed"]) for r in runs],
@@ -145,6 +150,8 @@ def markdown(report: dict[str, Any]) -> str:
         f"{report['out_of_model_detected']} / {report['out_of_model_missed'] or 'none'}",
         f"- stale writes rejected by the fenced resource: {report['stale_writes_rejected']}",
         f"- recovery after heals (s): {report['recovery_s']}",
+        f"- acquire latency, healthy vs node 0 delayed 20 ms each way (ms, per run): "
+        f"{report['slow_node_latency_ms']}",
         f"- worst event-loop lag per run, ms (stalls injected on purpose included): "
         f"{report['worker_loop_lag_ms']}",
         f"- planted bugs caught: {report['mutants_caught']} of {len(report['mutants'])}",

@@ -62,6 +62,7 @@ class Schedule:
     writer_tasks: int = 0
     stall_in_acquire: tuple[float, float] = (0.0, 0.0)  # (share of attempts, seconds)
     node_args: tuple[str, ...] = ()  # e.g. persistence for every redis-server
+    wall_clock_jumps: tuple[tuple[float, float], ...] = ()  # (after s, by s), every worker
     # Checkers expected to FAIL (outside the model, the suite must see it).
     expect_violations: tuple[str, ...] = ()
     max_recovery: float = math.inf
@@ -80,6 +81,8 @@ class Outcome:
     nemesis_errors: list[str]
     worker_codes: list[int | None]
     loop_lag_ms: float = 0.0  # the workers' worst event-loop lag (harness overload)
+    # Acquire latency (invoke to ok, ms), split by whether a fault was active.
+    latency_ms: dict[str, float] = field(default_factory=dict)
 
     @property
     def violated(self) -> list[str]:
@@ -199,6 +202,7 @@ def run_schedule(
                 "work_while_held": schedule.work_while_held,
                 "writer_tasks": schedule.writer_tasks,
                 "stall_in_acquire": schedule.stall_in_acquire,
+                "wall_clock_jumps": schedule.wall_clock_jumps,
                 "out": str(out),
                 "mutant": mutant,
             }
@@ -245,6 +249,7 @@ def run_schedule(
         wall=time.monotonic() - started_wall,
         nemesis_errors=nemesis.errors,
         worker_codes=codes,
+        latency_ms=acquire_latency(events),
         loop_lag_ms=max(
             (float(e.detail.split()[-2]) for e in events if e.kind == "done" and e.detail),
             default=0.0,
@@ -395,3 +400,27 @@ def loss_notice(events: Sequence[Event], ttl: float) -> Verdict:
                     f"keys were expired at {jump:.3f} (bound {bound:.2f}s)"
                 )
     return Verdict("loss_notice", not violations, violations, {"jumps": len(jumps)})
+
+
+def acquire_latency(events: Sequence[Event]) -> dict[str, float]:
+    """p50/p99 of invoke-to-ok acquire latency, healthy vs. while a fault is on."""
+    active = 0
+    pending: dict[str, float] = {}
+    samples: dict[str, list[float]] = {"healthy": [], "faulted": []}
+    for event in events:
+        if event.process == "nemesis":
+            active += {"fault": 1, "heal": -1}.get(event.kind, 0)
+        elif event.op == "acquire" and event.kind == "invoke":
+            pending[event.process] = event.time
+        elif event.op == "acquire" and event.kind == "ok" and event.process in pending:
+            started = pending.pop(event.process)
+            samples["faulted" if active else "healthy"].append((event.time - started) * 1000)
+    figures: dict[str, float] = {}
+    for phase, values in samples.items():
+        if values:
+            ordered = sorted(values)
+            figures[f"{phase}_p50"] = round(ordered[len(ordered) // 2], 3)
+            figures[f"{phase}_p99"] = round(
+                ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 3
+            )
+    return figures

@@ -126,6 +126,28 @@ IN_MODEL += tuple(
     for fsync in ("always", "everysec")
 )
 
+IN_MODEL += (
+    # The hosts' wall clocks step back and forward by a minute: nothing the
+    # lock promises may change (it measures time on the monotonic clock).
+    Schedule(
+        "client-wall-clock-jumps",
+        "counter",
+        duration=7.0,
+        wall_clock_jumps=((1.0, -60.0), (2.5, 120.0), (4.0, -90.0), (5.5, 3600.0)),
+    ),
+    # One uncontended client; node 0 slowed by 20 ms each way for a while:
+    # acquire latency should barely move (the decision does not wait for it).
+    Schedule(
+        "slow-node-latency",
+        "counter",
+        duration=8.0,
+        workers=1,
+        tasks=1,
+        hold=(0.0, 0.001),
+        faults=(Fault(at=4.0, kind="delay", duration=4.0, nodes=(0,), args={"seconds": 0.02}),),
+    ),
+)
+
 OUT_OF_MODEL: tuple[Schedule, ...] = (
     Schedule(
         "paused-holders-unfenced",
@@ -238,6 +260,7 @@ SMOKE: tuple[str, ...] = (
     "renewed-holds-lose-majority",
     "restart-empty-at-once",
     "restart-at-once-aof-always",
+    "client-wall-clock-jumps",
 )
 
 

@@ -217,10 +217,25 @@ async def run(config: dict[str, Any]) -> None:
         record("done", "worker", value=len(stray), detail=f"loop lag max {lag * 1000:.0f} ms")
 
 
+def _jumping_wall_clock(jumps: list[tuple[float, float]]) -> None:
+    # The host's wall clock steps (NTP, an operator): (after s, by s) pairs.
+    # The library must not care; only the monotonic clock may matter.
+    real = time.time
+    started = time.monotonic()
+
+    def wall() -> float:
+        elapsed = time.monotonic() - started
+        return real() + sum(delta for at, delta in jumps if elapsed >= at)
+
+    time.time = wall
+
+
 def main() -> None:
     config = json.loads(sys.argv[1])
     if config.get("mutant"):
         mutants.apply(config["mutant"])
+    if config.get("wall_clock_jumps"):
+        _jumping_wall_clock([(float(a), float(d)) for a, d in config["wall_clock_jumps"]])
     asyncio.run(run(config))
 
 

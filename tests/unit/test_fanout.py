@@ -136,3 +136,27 @@ async def test_only_incomplete_fanouts_wait_for_their_deadline() -> None:
     assert not complete.expired
     assert not quorum._due
     quorum.close()
+
+
+async def test_a_failed_extend_to_a_shorter_ttl_shortens_the_validity() -> None:
+    # Found by the model (tests/faults/test_model.py): an extend to 0.1 s that
+    # reached one node of three failed; that node now drops the key 0.1 s
+    # after the extend was sent, so the grant's old validity is no longer
+    # held by a majority and must not be claimed any more.
+    from redlock_async._config import LockOptions
+    from redlock_async._lock import Grant, Lock
+
+    group = nodes(3)
+    core = Core(group, RedlockConfig(node_timeout=10.0))
+    lock = Lock(core, "job", LockOptions(ttl=5.0, auto_extend=False))
+    started = core.clock()
+    acquired = core.fanout(Command(ACQUIRE, [b"k"], [b"tok", 5000]))
+    grant = lock._grant = Grant(b"tok", 5.0, started + 4.9, acquired)
+    extend = core.fanout(Command(ACQUIRE, [b"k"], [b"tok", 100]))
+    group[0].answer(1)
+    group[1].answer(NodeConnectionError("down"))
+    group[2].answer(NodeConnectionError("down"))
+    assert await extend.decided is False
+    assert lock._judge_extend(grant, extend, started, 0.1) == "retry"
+    assert grant.validity_end <= started + 0.1
+    lock._grant = None
