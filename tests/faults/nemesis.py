@@ -34,34 +34,21 @@ class Fault:
 Action = Callable[["Cluster", Fault], Callable[[], None]]
 
 
-def _node_pause(cluster: Cluster, fault: Fault) -> Callable[[], None]:
-    for i in fault.nodes:
-        cluster.nodes[i].pause()
+def _on_nodes(apply: str, undo: str | None) -> Action:
+    """A process fault: ``apply`` on each node now, ``undo`` at the heal."""
 
-    def heal() -> None:
+    def act(cluster: Cluster, fault: Fault) -> Callable[[], None]:
         for i in fault.nodes:
-            cluster.nodes[i].resume()
+            getattr(cluster.nodes[i], apply)()
 
-    return heal
+        def heal() -> None:
+            for i in fault.nodes:
+                if undo is not None:
+                    getattr(cluster.nodes[i], undo)()
 
+        return heal
 
-def _node_kill_restart(cluster: Cluster, fault: Fault) -> Callable[[], None]:
-    # Down for `duration`, then back with no data (persistence off).
-    for i in fault.nodes:
-        cluster.nodes[i].kill()
-
-    def heal() -> None:
-        for i in fault.nodes:
-            cluster.nodes[i].restart()
-
-    return heal
-
-
-def _node_restart_at_once(cluster: Cluster, fault: Fault) -> Callable[[], None]:
-    # Back empty at once: outside the model unless the library quarantines it.
-    for i in fault.nodes:
-        cluster.nodes[i].restart()
-    return lambda: None
+    return act
 
 
 def _proxy(method: str) -> Action:
@@ -81,16 +68,19 @@ def _proxy(method: str) -> Action:
     return act
 
 
-def _worker_pause(cluster: Cluster, fault: Fault) -> Callable[[], None]:
-    pids = [cluster.worker_pid(w) for w in fault.workers]
+def _stop_processes(pids: list[int]) -> Callable[[], None]:
     for pid in pids:
-        os.kill(pid, signal.SIGSTOP)
+        os.kill(pid, signal.SIGSTOP)  # our worker processes, by pid
 
     def heal() -> None:
         for pid in pids:
             os.kill(pid, signal.SIGCONT)
 
     return heal
+
+
+def _worker_pause(cluster: Cluster, fault: Fault) -> Callable[[], None]:
+    return _stop_processes([cluster.worker_pid(w) for w in fault.workers])
 
 
 def _pause_holder(cluster: Cluster, fault: Fault) -> Callable[[], None]:
@@ -103,15 +93,7 @@ def _pause_holder(cluster: Cluster, fault: Fault) -> Callable[[], None]:
         holders = cluster.holders()
     if not holders:
         raise RuntimeError("no worker held the lock within 2 s")
-    pids = [cluster.worker_pid(holders[0])]
-    for pid in pids:
-        os.kill(pid, signal.SIGSTOP)
-
-    def heal() -> None:
-        for pid in pids:
-            os.kill(pid, signal.SIGCONT)
-
-    return heal
+    return _stop_processes([cluster.worker_pid(holders[0])])
 
 
 def _expiry_jump(cluster: Cluster, fault: Fault) -> Callable[[], None]:
@@ -125,9 +107,11 @@ def _expiry_jump(cluster: Cluster, fault: Fault) -> Callable[[], None]:
 
 
 FAULTS: dict[str, Action] = {
-    "pause-node": _node_pause,
-    "kill-node": _node_kill_restart,
-    "restart-node-at-once": _node_restart_at_once,
+    "pause-node": _on_nodes("pause", "resume"),
+    # Down for the fault's duration, then back: empty, or from its AOF.
+    "kill-node": _on_nodes("kill", "restart"),
+    # Back empty at once: outside the paper's model but for the quarantine.
+    "restart-node-at-once": _on_nodes("restart", None),
     "delay": _proxy("delay"),
     "blackhole": _proxy("blackhole"),
     "reset": _proxy("reset"),
