@@ -230,3 +230,19 @@ async def test_every_command_has_help(command: list[str]) -> None:
     if not command:
         assert "75" in out
         assert "76" in out
+
+
+async def test_demo_stops_its_nodes_on_ctrl_c() -> None:
+    demo = await cli("demo", "--nodes", "3", "--workers", "4", "--increments", "100000")
+    assert demo.stdout is not None
+    first = (await asyncio.wait_for(demo.stdout.readline(), 60)).decode()
+    assert first.startswith("started 3 redis-server nodes: ")
+    await asyncio.sleep(1.0)  # well into the run
+    demo.send_signal(signal.SIGINT)
+    code, out, err = await finish(demo)
+    assert code == 128 + signal.SIGINT, err
+    assert out.splitlines()[-1] == "stopped every node"
+    for url in first.split(": ", 1)[1].split(", "):
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        with pytest.raises(ConnectionRefusedError):
+            await asyncio.open_connection("127.0.0.1", port)
