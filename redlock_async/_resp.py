@@ -62,7 +62,8 @@ class _Conn(asyncio.Protocol):
         self.pending: deque[_Entry] = deque()
         self.transport: asyncio.Transport | None = None
         self.out: list[bytes] = []
-        self.busy_since = 0.0  # last time a reply arrived or the queue became non-empty
+        self.busy_since = 0.0  # last reply, or when the oldest unanswered command was queued/sent
+        self.suspect = False  # a stall check is waiting for one more look at the socket
         self.closed: asyncio.Future[None] = loop.create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -84,6 +85,11 @@ class _Conn(asyncio.Protocol):
     def _flush(self) -> None:
         out = self.out
         if self.transport is not None and out:
+            if len(out) == len(self.pending):
+                # Nothing of ours was on the wire yet: the node's silence starts
+                # now, not when the commands were queued - our own loop may have
+                # stalled in between, and that is not the node's fault.
+                self.busy_since = self.loop.time()
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))
         out.clear()
 
@@ -303,16 +309,27 @@ class RespNode:
 
     def check_stall(self) -> None:
         conn = self._conn
-        if conn is None or not conn.pending:
+        if conn is None or not conn.pending or conn.suspect:
             return
-        silent = conn.loop.time() - conn.busy_since
-        if silent > self._stall:
-            _log.warning(
-                "redlock_async: %s answered nothing for %.2fs; dropping its connection",
-                self.name,
-                silent,
-            )
-            conn.abort(NodeTimeoutError(f"{self.name} answered nothing for {silent:.2f}s"))
+        loop = conn.loop
+        if loop.time() - conn.busy_since > self._stall:
+            # Look once more after the loop has polled its sockets: if our own
+            # loop was blocked, the replies may be sitting there unread. A
+            # timer due now runs after the next poll's I/O callbacks.
+            conn.suspect = True
+            loop.call_at(loop.time(), self._confirm_stall, conn, conn.busy_since)
+
+    def _confirm_stall(self, conn: _Conn, since: float) -> None:
+        conn.suspect = False
+        if conn is not self._conn or not conn.pending or conn.busy_since != since:
+            return  # replies came, or the connection is gone already
+        silent = conn.loop.time() - since
+        _log.warning(
+            "redlock_async: %s answered nothing for %.2fs; dropping its connection",
+            self.name,
+            silent,
+        )
+        conn.abort(NodeTimeoutError(f"{self.name} answered nothing for {silent:.2f}s"))
 
     async def aclose(self) -> None:
         self._closed = True
@@ -323,6 +340,7 @@ class RespNode:
         self._fail_waiting(NodeConnectionError(f"{self.name}: the Redlock is closed"))
         conn = self._conn
         if conn is not None and conn.transport is not None:
+            conn._flush()  # fire-and-forget cleanups queued this iteration go out first
             conn.transport.close()
             try:
                 async with asyncio.timeout(1.0):

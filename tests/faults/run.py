@@ -60,6 +60,7 @@ class Schedule:
     block_when_holding: bool = False
     work_while_held: bool = False
     writer_tasks: int = 0
+    fair: bool = False  # locks serve waiters in arrival order
     stall_in_acquire: tuple[float, float] = (0.0, 0.0)  # (share of attempts, seconds)
     node_args: tuple[str, ...] = ()  # e.g. persistence for every redis-server
     wall_clock_jumps: tuple[tuple[float, float], ...] = ()  # (after s, by s), every worker
@@ -201,6 +202,7 @@ def run_schedule(
                 "block_when_holding": schedule.block_when_holding,
                 "work_while_held": schedule.work_while_held,
                 "writer_tasks": schedule.writer_tasks,
+                "fair": schedule.fair,
                 "stall_in_acquire": schedule.stall_in_acquire,
                 "wall_clock_jumps": schedule.wall_clock_jumps,
                 "out": str(out),

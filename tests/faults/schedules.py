@@ -167,7 +167,13 @@ OUT_OF_MODEL: tuple[Schedule, ...] = (
         ttl=0.5,
         hold=(0.5, 1.5),
         in_model=False,
-        block_loop={0: ((2.0, 1.5), (5.0, 1.5))},
+        # Fair: unfair hand-overs let one worker's tasks pass the lock among
+        # themselves for the whole run, and the stalling worker never held it
+        # (1 run of 16 in a campaign). In arrival order it gets its turn; the
+        # other worker's waiter then takes over during the stall once the
+        # key expired (ttl) and the stalled waiter's queue entry lapsed (1 s).
+        fair=True,
+        block_loop={0: ((2.0, 2.0), (5.0, 2.0))},
         block_when_holding=True,
         expect_violations=("mutual_exclusion",),
     ),

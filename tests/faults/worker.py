@@ -128,6 +128,7 @@ async def run(config: dict[str, Any]) -> None:
             "ttl": ttl,
             "auto_extend": workload == "renew",
             "fencing": workload == "fenced" or (kind == "write" and config.get("fencing", False)),
+            "fair": config.get("fair", False),
         }
         if workload == "rw":
             rw = redlock.rwlock(key)

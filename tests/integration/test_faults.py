@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
+import time
 
 import pytest
 
@@ -63,6 +66,76 @@ async def test_blackhole_does_not_pile_up_commands(redis_nodes: RedisNodes) -> N
         assert conn is None or len(conn.pending) < 80
     finally:
         await redlock.aclose()
+
+
+def _connections(redlock: Redlock) -> list[object]:
+    return [node._conn for node in redlock._core.nodes]  # type: ignore[attr-defined]
+
+
+async def test_commands_queued_before_our_loop_stalls_do_not_drop_connections(
+    redis_nodes: RedisNodes, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A blocking call in user code stops the loop after an attempt queued its
+    # commands but before they were written. Nodes are not silent for that.
+    redlock = Redlock(redis_nodes.urls, node_timeout=0.05)  # connections drop after 0.5 s
+    try:
+        warm = redlock.lock("warm", ttl=5.0, auto_extend=False)
+        assert await warm.acquire()
+        await warm.release()
+        connections = _connections(redlock)
+        lock = redlock.lock("job", ttl=5.0, auto_extend=False)
+        with caplog.at_level(logging.WARNING, logger="redlock_async"):
+            attempt = asyncio.ensure_future(lock.acquire(timeout=5.0))
+            await asyncio.sleep(0)  # the attempt queues its commands...
+            time.sleep(1.0)  # noqa: ASYNC251 - ...and the loop stops before writing them
+            assert await attempt
+            await lock.release()
+        assert "dropping its connection" not in caplog.text
+        assert _connections(redlock) == connections
+    finally:
+        await redlock.aclose()
+    assert await no_keys_left(redis_nodes)
+
+
+async def test_replies_unread_during_our_loop_stall_do_not_drop_connections(
+    redis_nodes: RedisNodes, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The node replied in time, but our loop was blocked and the deadline
+    # check ran before the loop read the socket again.
+    redlock = Redlock(redis_nodes.urls, node_timeout=0.05)  # connections drop after 0.5 s
+    loop = asyncio.get_running_loop()
+    try:
+        warm = redlock.lock("warm", ttl=5.0, auto_extend=False)
+        assert await warm.acquire()
+        await warm.release()
+        await asyncio.sleep(0.1)  # old deadline timers are done
+        connections = _connections(redlock)
+
+        def block_then_reply() -> None:
+            # Runs just before the deadline check, in the same loop iteration:
+            # node 0 answers (resumed) while the loop is blocked here.
+            threading.Timer(0.05, redis_nodes[0].resume).start()
+            time.sleep(0.6)
+
+        lock = redlock.lock("job", ttl=5.0, auto_extend=False)
+        with caplog.at_level(logging.WARNING, logger="redlock_async"):
+            redis_nodes[0].pause()
+            assert await lock.acquire(blocking=False)  # nodes 1 and 2 are a quorum
+            grant = lock._grant
+            assert grant is not None
+            loop.call_at(grant.acquired.deadline - 1e-4, block_then_reply)
+            # Block past the deadline with node 0 still paused: the next
+            # iteration then finds both timers due and no reply on the socket.
+            time.sleep(0.2)  # noqa: ASYNC251 - the fault
+            await asyncio.sleep(0.2)
+            assert grant.acquired.replies[0] == 1  # node 0's late yes arrived
+            await lock.release()
+        assert "dropping its connection" not in caplog.text
+        assert _connections(redlock) == connections
+    finally:
+        redis_nodes[0].resume()
+        await redlock.aclose()
+    assert await no_keys_left(redis_nodes)
 
 
 async def test_refused_connections_are_failed_votes_and_recover(
