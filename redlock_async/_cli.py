@@ -309,7 +309,8 @@ async def _run(args: argparse.Namespace, cmd: list[str]) -> int:
             lost = asyncio.ensure_future(lock.lost_event.wait())
             await asyncio.wait({exited, lost}, return_when=asyncio.FIRST_COMPLETED)
             if not exited.done():
-                _error(f"lock {args.name!r} lost; stopping CMD")
+                why = lock._lost_error or f"lock {args.name!r} was lost"
+                _error(f"{why}; stopping CMD")
                 await _stop(process, exited, args.grace, group=not interactive)
                 lost.cancel()
                 return EX_LOST
@@ -478,6 +479,10 @@ def _status_summary(rows: Sequence[dict[str, Any]], quorum: int) -> str:
         return f"write-locked by {wtop}"
     if count(lambda r: r["readers"] > 0) >= quorum:
         return "read-locked"
+    answered = count(lambda r: True)
+    if answered < quorum:
+        # The silent nodes could make up a quorum with a holder: nobody can say.
+        return f"unknown (only {answered} of {len(rows)} nodes answered)"
     if tokens or writers or count(lambda r: r["readers"] > 0):
         return "partly held (no quorum: an attempt in flight, or leftovers expiring)"
     return "free"

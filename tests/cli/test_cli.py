@@ -85,7 +85,8 @@ async def test_run_stops_cmd_and_exits_76_when_the_lock_is_lost(
     redis_nodes[1].kill()  # a majority gone: renewal cannot keep the lock
     code, _, err = await finish(runner)
     assert code == 76
-    assert "lost" in err
+    assert "renewals could not reach a quorum" in err  # says why
+    assert "stopping CMD" in err
     assert "SIGKILL" in err
     with pytest.raises(ProcessLookupError):
         os.kill(child, 0)  # CMD is gone
@@ -153,6 +154,7 @@ async def test_bad_and_unreachable_urls_are_one_line_errors_without_passwords() 
     assert code == 69  # fewer than a quorum answered
     assert "hunter2" not in out + err
     assert "error" in json.loads(out)["nodes"][0]
+    assert json.loads(out)["state"].startswith("unknown (only 0 of 1 nodes answered")
 
 
 async def test_status_shows_the_holder_per_node(redis_nodes: RedisNodes) -> None:
