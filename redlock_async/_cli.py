@@ -416,7 +416,7 @@ async def _status(args: argparse.Namespace) -> int:
     rows = await asyncio.gather(*(one(url) for url in urls))
     quorum = len(urls) // 2 + 1
     answered = sum(1 for row in rows if "error" not in row)
-    summary = _status_summary(rows, quorum)
+    summary = _status_summary(rows, quorum, answered)
     if args.json:
         report = {"name": name, "quorum": quorum, "answered": answered, "state": summary,
                   "nodes": rows}  # fmt: skip
@@ -465,7 +465,7 @@ def _short(token: bytes | None) -> str | None:
     return text[:8] + "…" if len(text) > 8 else text
 
 
-def _status_summary(rows: Sequence[dict[str, Any]], quorum: int) -> str:
+def _status_summary(rows: Sequence[dict[str, Any]], quorum: int, answered: int) -> str:
     def count(pred: Callable[[dict[str, Any]], bool]) -> int:
         return sum(1 for row in rows if "error" not in row and pred(row))
 
@@ -477,13 +477,13 @@ def _status_summary(rows: Sequence[dict[str, Any]], quorum: int) -> str:
     wtop = max(set(writers), key=writers.count) if writers else None
     if wtop is not None and writers.count(wtop) >= quorum:
         return f"write-locked by {wtop}"
-    if count(lambda r: r["readers"] > 0) >= quorum:
+    reading = count(lambda r: r["readers"] > 0)
+    if reading >= quorum:
         return "read-locked"
-    answered = count(lambda r: True)
     if answered < quorum:
         # The silent nodes could make up a quorum with a holder: nobody can say.
         return f"unknown (only {answered} of {len(rows)} nodes answered)"
-    if tokens or writers or count(lambda r: r["readers"] > 0):
+    if tokens or writers or reading:
         return "partly held (no quorum: an attempt in flight, or leftovers expiring)"
     return "free"
 
