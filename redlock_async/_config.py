@@ -117,12 +117,17 @@ class LockOptions:
     """Grant waiters in the order they began waiting. Default False."""
     on_lost: OnLost | None = field(default=None, repr=False)
     """Called once with the lock when a held grant is lost. Default None."""
+    ttl_ms: int = field(init=False, repr=False, compare=False, default=0)
+    """``ttl`` in whole milliseconds, rounded down (derived)."""
 
     def __post_init__(self) -> None:
         ttl = _seconds("ttl", self.ttl, positive=True)
         if ttl < 0.001:
             raise ConfigurationError(f"ttl must be at least 0.001 s (1 ms), not {self.ttl!r}")
         object.__setattr__(self, "ttl", ttl)
+        # Whole ms for PX, rounded down so keys never outlive ttl (computed
+        # once here: every grant sends it).
+        object.__setattr__(self, "ttl_ms", max(1, int(ttl * 1000)))
         object.__setattr__(self, "timeout", check_seconds("timeout", self.timeout, allow_none=True))
         for flag in ("auto_extend", "fencing", "cancel_on_lost", "fair"):
             if not isinstance(getattr(self, flag), bool):

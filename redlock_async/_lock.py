@@ -8,7 +8,7 @@ import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import Final, Literal, Self
 
 from ._config import LockOptions, RedlockConfig, check_seconds
@@ -39,6 +39,7 @@ class _Unset:
 
 
 _UNSET: Final = _Unset()
+_NO_ERRORS: Final[Mapping[str, NodeError]] = MappingProxyType({})
 
 Verdict = Literal["ok", "refused", "retry"]
 
@@ -100,10 +101,13 @@ class Lock:
     )
 
     _kind = b"x:"  # queue-entry prefix of fair waiters: exclusive
+    # True when attempts may leave marks to clear even outside fair mode
+    # (the rwlock writer's waiting marker): _attempts_over runs then too.
+    _leaves_marks = False
 
     def __init__(self, core: Core, name: str, options: LockOptions) -> None:
         self._core = core
-        self._name = check_name(name)
+        self._name = name if type(name) is str and name else check_name(name)
         self._options = options
         self._key = core.key_for(self._name)
         self._grant: Grant | None = None
@@ -111,7 +115,7 @@ class Lock:
         self._lost = False
         self._lost_error: LockLost | None = None
         self._lost_event: asyncio.Event | None = None  # made on first use: most locks never need it
-        self._errors: Mapping[str, NodeError] = {}
+        self._errors: Mapping[str, NodeError] = _NO_ERRORS
         self._body_task: asyncio.Task[object] | None = None
         self._cancel_requested = False
         self._renew_timer: asyncio.TimerHandle | None = None
@@ -189,13 +193,14 @@ class Lock:
         Raises RedlockError when this object already holds a grant.
         """
         core = self._core
-        core.check_open()
+        if core.closed:
+            core.check_open()
         if self._grant is not None or self._acquiring:
             raise RedlockError(
                 f"lock {self._name!r} is already held or being acquired by this object; "
                 "create a new Lock object per critical section"
             )
-        if isinstance(timeout, _Unset):
+        if timeout is _UNSET:
             limit = self._options.timeout  # validated with the options
         else:
             limit = check_seconds("timeout", timeout, allow_none=True)
@@ -208,21 +213,63 @@ class Lock:
             # The ticket: arrival time, the same on every node; the id breaks ties.
             self._waiter = self._kind + secrets.token_hex(8).encode()
             self._ticket = f"{time.time() * 1000:.3f}".encode()
+        options = self._options
+        ttl = options.ttl
+        ttls = core.ttls
+        first = True
         granted = False
         try:
-            if await self._attempt():
-                granted = True
-                return True
-            if not blocking or limit == 0:
-                return False  # timeout=0: one attempt, like blocking=False
-            if core.wake is not None:
-                # Listen for releases, then try once more at once: a release
-                # that came before the subscription would otherwise be missed.
-                subscription = await core.wake.subscribe(self._key + b":wake")
-                if await self._attempt():
-                    granted = True
-                    return True
             while True:
+                # One attempt, inlined (no coroutine per attempt: this is the
+                # hot path of every acquisition).
+                token = core.new_token()
+                command = self._acquire_command(token, ttl)
+                # Recorded before sending: a node may keep this grant even if
+                # the attempt fails here, and a restart seen meanwhile must cover it.
+                if ttl > ttls.longest:
+                    ttls.granted(ttl)
+                started = core.clock()
+                tally = self._last_attempt = core.fanout(command)
+                fencing: int | None = None
+                errors: Mapping[str, NodeError] | None = None
+                try:
+                    ok = await tally.decided
+                    if ok and options.fencing:
+                        fencing, errors = await self._fence(tally, token)
+                        ok = fencing is not None
+                except asyncio.CancelledError:
+                    tally.abandon()
+                    core.undo(tally, self._release_command(token))
+                    raise
+                if ok:
+                    # Validity is judged after the write-back: it is part of the grant.
+                    now = core.clock()
+                    left = validity(ttl, started, now, core.config.drift_factor)
+                    if left > 0:
+                        self._grant = Grant(token, ttl, now + left, tally, fencing)
+                        self._lost = False
+                        self._lost_error = None
+                        if self._lost_event is not None:
+                            self._lost_event.clear()
+                        self._errors = _NO_ERRORS
+                        if options.auto_extend:
+                            core.start_renewal(self)
+                        granted = True
+                        return True
+                self._errors = errors if errors is not None else tally.errors()
+                core.undo(tally, self._release_command(token))
+
+                # Refused: what next.
+                if first:
+                    first = False
+                    if not blocking or limit == 0:
+                        return False  # timeout=0: one attempt, like blocking=False
+                    if core.wake is not None:
+                        # Listen for releases, then try once more at once: a
+                        # release that came before the subscription would
+                        # otherwise be missed.
+                        subscription = await core.wake.subscribe(self._key + b":wake")
+                        continue
                 delay = core.retry_delay()
                 if fair:  # attempts are also the queue entry's heartbeat
                     delay = min(delay, fair_heartbeat(core.config) / 3)
@@ -237,14 +284,12 @@ class Lock:
                     await asyncio.sleep(delay)
                 if deadline is not None and core.clock() >= deadline:
                     return False
-                if await self._attempt():
-                    granted = True
-                    return True
         finally:
             self._acquiring = False
             if subscription is not None:
                 subscription.close()
-            self._attempts_over(granted)
+            if fair or self._leaves_marks:
+                self._attempts_over(granted)
 
     def _attempts_over(self, granted: bool) -> None:
         """acquire() stopped trying: leave the fair queue wherever we may be in it.
@@ -278,10 +323,13 @@ class Lock:
     # The commands of one grant's life; the read-write lock's views override them.
 
     def _acquire_command(self, token: bytes, ttl: float) -> Command:
-        if self._options.fair:
+        options = self._options
+        if options.fair:
             return self._fair_command(token, ttl, self._key, self._key + b":xr")
-        keys = (self._key, self._key + b":fence") if self._options.fencing else (self._key,)
-        return Command(ACQUIRE, keys, (token, ttl_ms(ttl)))
+        keys = (self._key, self._key + b":fence") if options.fencing else (self._key,)
+        return Command(
+            ACQUIRE, keys, (token, options.ttl_ms if ttl == options.ttl else ttl_ms(ttl))
+        )
 
     def _release_command(self, token: bytes, announce: bool = False) -> Command:
         # Only real releases announce themselves: rolling back a failed
@@ -291,45 +339,6 @@ class Lock:
 
     def _extend_command(self, token: bytes, ttl: float) -> Command:
         return Command(EXTEND, (self._key,), (token, ttl_ms(ttl)))
-
-    async def _attempt(self) -> bool:
-        core = self._core
-        ttl = self._options.ttl
-        token = core.new_token()
-        command = self._acquire_command(token, ttl)
-        # Recorded before sending: a node may keep this grant even if the
-        # attempt fails here, and a restart seen meanwhile must cover it.
-        core.ttls.granted(ttl)
-        started = core.clock()
-        tally = self._last_attempt = core.fanout(command)
-        fencing: int | None = None
-        errors: Mapping[str, NodeError] | None = None
-        try:
-            granted = await tally.decided
-            if granted and self._options.fencing:
-                fencing, errors = await self._fence(tally, token)
-                granted = fencing is not None
-        except asyncio.CancelledError:
-            tally.abandon()
-            core.undo(tally, self._release_command(token))
-            raise
-        if granted:
-            # Validity is judged after the write-back: it is part of the grant.
-            now = core.clock()
-            left = validity(ttl, started, now, core.config.drift_factor)
-            if left > 0:
-                self._grant = Grant(token, ttl, now + left, tally, fencing)
-                self._lost = False
-                self._lost_error = None
-                if self._lost_event is not None:
-                    self._lost_event.clear()
-                self._errors = {}
-                if self._options.auto_extend:
-                    core.start_renewal(self)
-                return True
-        self._errors = errors if errors is not None else tally.errors()
-        core.undo(tally, self._release_command(token))
-        return False
 
     async def _fence(
         self, tally: Tally, token: bytes
@@ -439,13 +448,20 @@ class Lock:
         LockLost when it had been lost. When failing or slow nodes leave the
         outcome unknown, it logs a warning instead: the keys expire anyway.
         """
-        grant = self._require_grant()
+        grant = self._grant
+        if grant is None:
+            grant = self._require_grant()  # raises
         if self._renewing is not None:
             await self._settle_renewal()
             if self._grant is not grant:  # lost while the renewal settled
                 raise self._lost_error or LockLost(f"lock {self._name!r} was lost")
-        self._drop(grant)
+        # _drop(grant), inlined.
+        self._grant = None
+        if self._renew_timer is not None:
+            self._cancel_renewal_timer()
         core = self._core
+        if self._options.auto_extend:
+            core.renewing.discard(self)
         expired = core.clock() >= grant.validity_end
         announce = core.wake is not None
         tally = core.fanout(self._release_command(grant.token, announce), after=grant.acquired)

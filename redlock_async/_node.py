@@ -1,7 +1,8 @@
 """The node boundary: the only interface the quorum layer talks to.
 
 A node runs one script with keys and arguments and reports the outcome
-exactly once, later, on the event loop, to a sink (the fan-out's tally):
+exactly once, later, on the event loop, to a sink (the fan-out's tally),
+under the index the quorum bound it to (its position among the nodes):
 the reply (an int, bytes, a list or None) or a :class:`NodeError` *instance*
 (never raised).
 Passing outcomes as values is what lets the fan-out never raise mid-flight.
@@ -56,6 +57,11 @@ class Command:
 class Sink(Protocol):
     """Where a node reports outcomes: the fan-out's tally."""
 
+    @property
+    def command(self) -> Command | None:
+        """The command whose outcome this waits for (None: not a script call)."""
+        ...
+
     def settle(self, index: int, reply: Reply) -> None: ...
 
 
@@ -87,7 +93,11 @@ class Node(Protocol):
         """Where to subscribe for release announcements; None: waiters poll."""
         ...
 
-    def run(self, command: Command, sink: Sink, index: int) -> None:
+    def bind(self, index: int) -> None:
+        """Told once, by the quorum: this node's position, the index of its outcomes."""
+        ...
+
+    def run(self, command: Command, sink: Sink) -> None:
         """Send ``command``; later call ``sink.settle(index, reply-or-NodeError)`` once."""
         ...
 

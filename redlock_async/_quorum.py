@@ -14,10 +14,18 @@ reaches nodes whose reply has not arrived yet.
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
+import time
+import weakref
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from ._errors import NodeError, NodeTimeoutError
 from ._node import Command, Node, Reply
+
+# Sends one command to every node of a quorum; the sink is the fan-out's tally.
+RunAll = Callable[[Sequence[Any], Command, "Tally"], None]
 
 __all__ = ["PENDING", "Quorum", "Tally", "is_yes", "outcome", "quorum_of"]
 
@@ -63,69 +71,86 @@ class Tally:
 
     __slots__ = (
         "_due",
+        "_missing",
+        "_no_short",
         "_waiters",
+        "_yes_short",
+        "command",
         "deadline",
         "decided",
         "expired",
-        "failed",
+        "group",
         "n",
         "no",
-        "node_timeout",
-        "nodes",
         "quorum",
         "replies",
-        "settled",
-        "yes",
     )
 
     def __init__(
         self,
-        nodes: Sequence[Node],
+        group: Quorum,
+        command: Command,
         decided: asyncio.Future[bool],
-        node_timeout: float,
         deadline: float,
     ) -> None:
-        self.nodes = nodes
-        self.n = n = len(nodes)
-        self.quorum = n // 2 + 1
-        self.node_timeout = node_timeout
+        self.group = group  # the nodes, and their node_timeout
+        self.command = command  # what every node was sent
+        self.n = self._missing = n = group.n
+        self.quorum = self._yes_short = need = group.need  # yes votes still needed
+        self._no_short = n - need + 1  # refusals and failures that rule a quorum out
         self.deadline = deadline
         self.replies: list[Reply | _Pending] = [PENDING] * n
-        self.yes = self.no = self.failed = self.settled = 0
+        self.no = 0
         self.expired = False  # node_timeout passed with replies missing
         self.decided = decided
         self._waiters: dict[int, list[Callable[[Reply], None]]] | None = None
         # The deadline queue holding this tally until every node answered.
         self._due: dict[Tally, None] | None = None
 
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        return self.group.nodes
+
     def settle(self, index: int, reply: Reply) -> None:
-        """Record node ``index``'s outcome (what every node driver calls)."""
+        """Record node ``index``'s outcome (what every node driver calls).
+
+        This runs once per node per fan-out, hence the countdowns: each
+        decision is one decrement and one truth test.
+        """
         replies = self.replies
         if replies[index] is not PENDING:
-            return
+            return  # never count a node twice
         replies[index] = reply
-        self.settled = settled = self.settled + 1
-        if settled == self.n and self._due is not None:
+        if reply == 1 or (type(reply) is int and reply > 0):  # 1: the usual yes, first
+            self._yes_short -= 1
+            if not self._yes_short and not self.decided.done():
+                self.decided.set_result(True)
+        else:
+            if not isinstance(reply, NodeError):
+                self.no += 1  # a refusal (failures are counted from replies)
+            self._no_short -= 1
+            if not self._no_short and not self.decided.done():
+                self.decided.set_result(False)
+        self._missing -= 1
+        if not self._missing and self._due is not None:
             # Leave the deadline queue at once: a tally held there until its
             # deadline outlives a young-generation GC pass and costs a full
             # collection later, on the hot path.
             del self._due[self]
             self._due = None
-        decided = self.decided
-        if type(reply) is int and reply > 0:
-            self.yes = yes = self.yes + 1
-            if yes == self.quorum and not decided.done():
-                decided.set_result(True)
-        else:
-            if isinstance(reply, NodeError):
-                self.failed += 1
-            else:
-                self.no += 1
-            if self.no + self.failed == self.n - self.quorum + 1 and not decided.done():
-                decided.set_result(False)
         if self._waiters is not None:
             for then in self._waiters.pop(index, ()):
                 then(reply)
+
+    @property
+    def yes(self) -> int:
+        """Yes votes so far."""
+        return self.quorum - self._yes_short
+
+    @property
+    def settled(self) -> int:
+        """Nodes that answered (or failed) so far."""
+        return self.n - self._missing
 
     def expire(self) -> None:
         """node_timeout has passed: silent nodes are failed votes from now on."""
@@ -159,7 +184,7 @@ class Tally:
         for node, reply in zip(self.nodes, self.replies, strict=True):
             if reply is PENDING and self.expired:
                 result[node.name] = NodeTimeoutError(
-                    f"{node.name}: no reply within node_timeout={self.node_timeout}s"
+                    f"{node.name}: no reply within node_timeout={self.group.node_timeout}s"
                 )
             elif isinstance(reply, NodeError) and reply is not _SKIPPED:
                 result[node.name] = reply
@@ -176,11 +201,32 @@ class Quorum:
 
     def __init__(self, nodes: Sequence[Node], node_timeout: float) -> None:
         self.nodes = tuple(nodes)
+        self.n = len(self.nodes)
+        self.need = quorum_of(self.n)
         self.node_timeout = node_timeout
+        for index, node in enumerate(self.nodes):
+            node.bind(index)
+        # One call that sends to every node: a driver may offer it (run_all)
+        # to save a call per node on the hot path; otherwise, node by node.
+        kinds = {type(node) for node in self.nodes}
+        run_all: RunAll | None = getattr(kinds.pop(), "run_all", None) if len(kinds) == 1 else None
+        self._run_all: RunAll = run_all or _run_each
+        # Nodes that run commands in the order sent need no chaining behind
+        # an earlier fan-out: a release can go out at once, on the hot path.
+        self._ordered = all(node.ordered for node in self.nodes)
         # Tallies with replies missing, in deadline order (all deadlines are
         # start + node_timeout); a tally removes itself once complete.
         self._due: dict[Tally, None] = {}
         self._timer: asyncio.TimerHandle | None = None
+        # The running loop, remembered: asyncio.get_running_loop() makes a
+        # getpid() syscall, which cost ~2% of a grant at 50 tasks. Only
+        # asyncio's own loops are remembered (see fanout); after a fork the
+        # child forgets it.
+        self._loop: asyncio.BaseEventLoop | None = None
+        # Its clock: asyncio's default loops read time.monotonic, called
+        # directly to save a frame per fan-out.
+        self._now: Callable[[], float] = time.monotonic
+        _quorums.add(self)
 
     def fanout(
         self,
@@ -196,30 +242,38 @@ class Quorum:
         runs commands in order anyway. That keeps a release from overtaking
         the acquire it undoes.
         """
-        loop = asyncio.get_running_loop()
-        nodes = self.nodes
-        tally = Tally(
-            nodes, loop.create_future(), self.node_timeout, loop.time() + self.node_timeout
-        )
-        if only is None and (after is None or after.settled == after.n):
-            for index, node in enumerate(nodes):  # the hot path: every node, now
-                node.run(command, tally, index)
+        loop: asyncio.AbstractEventLoop | None = self._loop
+        # A BaseEventLoop whose _thread_id is this thread's is running here,
+        # and only one loop can run in a thread at a time: it is the running loop.
+        if loop is None or loop._thread_id != _get_ident():  # type: ignore[attr-defined]
+            loop = self._bind_loop()
+        tally = Tally(self, command, loop.create_future(), self._now() + self.node_timeout)
+        if only is None and (after is None or self._ordered or not after._missing):
+            self._run_all(self.nodes, command, tally)  # the hot path: every node, now
         else:
             targets = None if only is None else set(only)
-            for index, node in enumerate(nodes):
+            for index, node in enumerate(self.nodes):
                 if targets is not None and index not in targets:
                     tally.settle(index, _SKIPPED)
                 elif after is not None and not node.ordered and after.replies[index] is PENDING:
-                    after.when_settled(index, _deferred(node, command, tally, index))
+                    after.when_settled(index, _deferred(node, command, tally))
                 else:
-                    node.run(command, tally, index)
-        if tally.settled != tally.n:
-            due = self._due
+                    node.run(command, tally)
+        if tally._missing:
+            due = tally._due = self._due
             due[tally] = None
-            tally._due = due
             if self._timer is None:
                 self._timer = loop.call_at(tally.deadline, self._sweep)
         return tally
+
+    def _bind_loop(self) -> asyncio.AbstractEventLoop:
+        loop = asyncio.get_running_loop()
+        # Other loops (uvloop) are asked every time.
+        plain = isinstance(loop, asyncio.BaseEventLoop) and hasattr(loop, "_thread_id")
+        self._loop = loop if plain and isinstance(loop, asyncio.BaseEventLoop) else None
+        default = type(loop).time is asyncio.BaseEventLoop.time
+        self._now = time.monotonic if default else loop.time
+        return loop
 
     def _sweep(self) -> None:
         self._timer = None
@@ -248,8 +302,25 @@ class Quorum:
             tally.expire()
 
 
-def _deferred(node: Node, command: Command, tally: Tally, index: int) -> Callable[[Reply], None]:
+_get_ident = threading.get_ident
+_quorums: weakref.WeakSet[Quorum] = weakref.WeakSet()
+
+
+def _forget_loops() -> None:
+    for quorum in _quorums:
+        quorum._loop = None
+
+
+os.register_at_fork(after_in_child=_forget_loops)
+
+
+def _deferred(node: Node, command: Command, tally: Tally) -> Callable[[Reply], None]:
     def send(_: Reply) -> None:
-        node.run(command, tally, index)
+        node.run(command, tally)
 
     return send
+
+
+def _run_each(nodes: Sequence[Node], command: Command, tally: Tally) -> None:
+    for node in nodes:
+        node.run(command, tally)

@@ -74,6 +74,7 @@ class RedisPyNode:
         # client has no socket_timeout; this bound keeps tasks from piling up.
         self._stall = stall_limit(node_timeout)
         self._tasks: set[asyncio.Task[object]] = set()
+        self._index = 0  # position among the Redlock's nodes (bind)
         # Plain clients are asked for their run_id with each granting script;
         # a cluster's INFO would answer for an arbitrary shard, so not there.
         self.restarts = restarts if isinstance(client, Redis) else None
@@ -89,7 +90,11 @@ class RedisPyNode:
     def __repr__(self) -> str:
         return f"RedisPyNode({self._name!r})"
 
-    def run(self, command: Command, sink: Sink, index: int) -> None:
+    def bind(self, index: int) -> None:
+        self._index = index
+
+    def run(self, command: Command, sink: Sink) -> None:
+        index = self._index
         task: asyncio.Task[object] = asyncio.get_running_loop().create_task(self._run(command))
         self._tasks.add(task)
 

@@ -144,17 +144,34 @@ class Redlock:
         [False] serve waiters in arrival order; ``on_lost`` [None] called once
         with the lock when a held grant is lost.
         """
-        self._core.check_open()
-        options = self._lock_options(
-            ttl=ttl,
-            auto_extend=auto_extend,
-            timeout=timeout,
-            fencing=fencing,
-            cancel_on_lost=cancel_on_lost,
-            fair=fair,
-            on_lost=on_lost,
-        )
-        return Lock(self._core, name, options)
+        core = self._core
+        if core.closed:
+            core.check_open()
+        # Handlers make a lock per request with the same few settings: the
+        # validated options are cached by value (exact types only, since
+        # True == 1 and yet ttl=True is an error).
+        options = None
+        if (
+            (type(ttl) is float or type(ttl) is int)
+            and (timeout is None or type(timeout) is float or type(timeout) is int)
+            and type(auto_extend) is bool
+            and type(fencing) is bool
+            and type(cancel_on_lost) is bool
+            and type(fair) is bool
+            and on_lost is None
+        ):
+            options = self._options.get((ttl, auto_extend, timeout, fencing, cancel_on_lost, fair))
+        if options is None:
+            options = self._lock_options(
+                ttl=ttl,
+                auto_extend=auto_extend,
+                timeout=timeout,
+                fencing=fencing,
+                cancel_on_lost=cancel_on_lost,
+                fair=fair,
+                on_lost=on_lost,
+            )
+        return Lock(core, name, options)
 
     def _lock_options(
         self,
@@ -167,7 +184,9 @@ class Redlock:
         fair: bool = False,
         on_lost: OnLost | None = None,
     ) -> LockOptions:
-        spec = (ttl, auto_extend, timeout, fencing, cancel_on_lost, fair, on_lost)
+        spec: tuple[object, ...] = (ttl, auto_extend, timeout, fencing, cancel_on_lost, fair)
+        if on_lost is not None:
+            spec += (on_lost,)
         options = None
         # Only exact types may share a cache entry: True == 1, yet ttl=True is an error.
         cacheable = (

@@ -40,16 +40,23 @@ __all__ = ["RespNode"]
 _log = logging.getLogger("redlock_async")
 
 # Commands one node may have queued (awaiting a reply or a connection) before
-# new ones fail at once: a bound on memory if replies stop coming.
+# new ones fail: a bound on memory if replies stop coming. Checked once per
+# write (see _Conn._flush), not per command.
 MAX_PENDING = 65_536
 
-# What waits for one reply: where to report it, as which node, and the command
-# (kept for the EVAL fallback; None once that fallback was used, or for
-# handshake commands).
-_Entry = tuple[Sink, int, Command | None]
+
+# What waits for one reply (see Sink): a fan-out's tally is its own entry on
+# every node, so queueing a command allocates nothing.
+_Entry = Sink
+
 _ReplyError = hiredis.ReplyError
 # hiredis's stub types the argument as a 1-tuple; any tuple of str/bytes/int works.
 _pack: Callable[[tuple[object, ...]], bytes] = hiredis.pack_command  # type: ignore[assignment]
+
+
+def _evalsha(command: Command) -> bytes:
+    keys = command.keys
+    return _pack((b"EVALSHA", command.script.sha, len(keys), *keys, *command.args))
 
 
 class _Conn(asyncio.Protocol):
@@ -84,6 +91,8 @@ class _Conn(asyncio.Protocol):
 
     def _flush(self) -> None:
         out = self.out
+        if len(self.pending) > MAX_PENDING:
+            self._shed(len(self.pending) - MAX_PENDING)
         if self.transport is not None and out:
             if len(out) == len(self.pending):
                 # Nothing of ours was on the wire yet: the node's silence starts
@@ -93,25 +102,41 @@ class _Conn(asyncio.Protocol):
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))
         out.clear()
 
+    def _shed(self, excess: int) -> None:
+        """Fail the newest unsent commands beyond MAX_PENDING (a node that stopped answering).
+
+        Only unsent ones can be over the bound (what was written stayed within
+        it), so each has its payload at the end of ``out``.
+        """
+        error = NodeConnectionError(f"{self.node.name}: too many commands in flight")
+        index = self.node.index
+        for _ in range(min(excess, len(self.out))):
+            self.out.pop()
+            self.pending.pop().settle(index, error)
+
     def data_received(self, data: bytes) -> None:
         reader = self.reader
-        pending = self.pending
-        restarts = self.node.restarts
+        popleft = self.pending.popleft
+        node = self.node
+        restarts = node.restarts
+        index = node.index
         reader.feed(data)
-        while (reply := reader.gets()) is not False:
-            if not pending:
-                self.abort(NodeResponseError(f"{self.node.name} sent an unsolicited reply"))
+        gets = reader.gets
+        while (reply := gets()) is not False:
+            try:
+                entry = popleft()
+            except IndexError:
+                self.abort(NodeResponseError(f"{node.name} sent an unsolicited reply"))
                 return
-            sink, index, command = pending.popleft()
             try:
                 if type(reply) is _ReplyError:
-                    self.node._error_reply(str(reply), sink, index, command)
-                elif restarts.until and command is not None and command.script.grants:
-                    sink.settle(index, restarts.vote(reply, self.loop.time()))
+                    node._error_reply(str(reply), entry)
+                elif restarts.until and _grants(entry):
+                    entry.settle(index, restarts.vote(reply, self.loop.time()))
                 else:
-                    sink.settle(index, reply)
+                    entry.settle(index, reply)
             except Exception:  # a bug in a sink must not desynchronise the stream
-                _log.exception("redlock_async: handling a reply from %s failed", self.node.name)
+                _log.exception("redlock_async: handling a reply from %s failed", node.name)
         self.busy_since = self.loop.time()
 
     def abort(self, error: NodeError) -> None:
@@ -124,14 +149,47 @@ class _Conn(asyncio.Protocol):
         self.out.clear()
         error = self.node._forget(self, None)
         pending, self.pending = self.pending, deque()
-        for sink, index, _ in pending:
-            sink.settle(index, error)
+        index = self.node.index
+        for entry in pending:
+            entry.settle(index, error)
         if not self.closed.done():
             self.closed.set_result(None)
 
 
+def _grants(entry: _Entry) -> bool:
+    command = entry.command
+    return command is not None and command.script.grants
+
+
+class _Fallback:
+    """The entry of a command resent as EVAL: reports to the original entry."""
+
+    __slots__ = ("entry",)
+    command = None  # no second fallback
+
+    def __init__(self, entry: _Entry) -> None:
+        self.entry = entry
+
+    def settle(self, index: int, reply: Reply) -> None:
+        self.entry.settle(index, reply)
+
+
+class _Step:
+    """The entry of one handshake command."""
+
+    __slots__ = ("handshake", "step")
+    command = None
+
+    def __init__(self, handshake: _Handshake, step: int) -> None:
+        self.handshake = handshake
+        self.step = step
+
+    def settle(self, index: int, reply: Reply) -> None:
+        self.handshake.settle(self.step, reply)
+
+
 class _Handshake:
-    """Sink of the commands a new connection starts with."""
+    """What the commands a new connection starts with report to."""
 
     AUTH, SELECT, SCRIPT, PING, INFO = range(5)
 
@@ -139,16 +197,19 @@ class _Handshake:
         self.node = node
         self.conn = conn
 
-    def settle(self, index: int, reply: Reply) -> None:
-        if index in (self.AUTH, self.SELECT) and isinstance(reply, NodeResponseError):
-            what = "AUTH" if index == self.AUTH else "SELECT"
+    def send(self, payload: bytes, step: int) -> None:
+        self.conn.send(payload, _Step(self, step))
+
+    def settle(self, step: int, reply: Reply) -> None:
+        if step in (self.AUTH, self.SELECT) and isinstance(reply, NodeResponseError):
+            what = "AUTH" if step == self.AUTH else "SELECT"
             _log.warning("redlock_async: %s failed on %s: %s", what, self.node.name, reply)
             self.conn.abort(NodeConnectionError(f"{what} failed on {self.node.name}: {reply}"))
-        elif index == self.SCRIPT and isinstance(reply, NodeError):
+        elif step == self.SCRIPT and isinstance(reply, NodeError):
             _log.debug("redlock_async: SCRIPT LOAD failed on %s: %s", self.node.name, reply)
-        elif index == self.PING and not isinstance(reply, NodeError):
+        elif step == self.PING and not isinstance(reply, NodeError):
             self.node._failures = 0  # the node answers: a healthy connection
-        elif index == self.INFO and isinstance(reply, bytes):
+        elif step == self.INFO and isinstance(reply, bytes):
             self.node._observe(reply)
 
 
@@ -167,6 +228,7 @@ class RespNode:
     ) -> None:
         self._address = address
         self.restarts = restarts
+        self.index = 0  # position among the Redlock's nodes (bind)
         self._stall = stall_limit(node_timeout)
         self._scripts = tuple(scripts)
         self._conn: _Conn | None = None
@@ -188,47 +250,62 @@ class RespNode:
     def __repr__(self) -> str:
         return f"RespNode({self._address.display!r})"
 
-    def run(self, command: Command, sink: Sink, index: int) -> None:
+    def bind(self, index: int) -> None:
+        self.index = index
+
+    def run(self, command: Command, sink: _Entry) -> None:
+        """Queue ``command``; ``sink`` is the fan-out's tally (its ``command``)."""
         payload = command.packed
         if payload is None:
-            keys = command.keys
-            payload = command.packed = _pack(
-                (b"EVALSHA", command.script.sha, len(keys), *keys, *command.args)
-            )
+            payload = command.packed = _evalsha(command)
         conn = self._conn
         if conn is not None:
-            pending = conn.pending
-            if len(pending) < MAX_PENDING:
-                # conn.send, inlined: this runs once per node per fan-out.
-                if not pending:
-                    conn.busy_since = conn.loop.time()
-                pending.append((sink, index, command))
+            conn.send(payload, sink)
+        else:
+            self._send(payload, sink)
+
+    @staticmethod
+    def run_all(nodes: Sequence[RespNode], command: Command, sink: _Entry) -> None:
+        """``run`` on every node, in one call: the hot path of every fan-out.
+
+        The per-node work is inlined here (no call per node): at 50 tasks on
+        5 nodes this loop body runs a quarter of a million times a second.
+        """
+        payload = command.packed
+        if payload is None:
+            payload = command.packed = _evalsha(command)
+        for node in nodes:
+            conn = node._conn
+            if conn is not None:
+                # _Conn.send, minus busy_since: _flush sets that when the
+                # node's queue was empty, which is all the stall check needs.
+                conn.pending.append(sink)
                 out = conn.out
                 if not out:
                     conn.loop.call_soon(conn._flush)
                 out.append(payload)
-                return
-        self._send(payload, (sink, index, command))
+            else:
+                node._send(payload, sink)
 
-    def _error_reply(self, message: str, sink: Sink, index: int, command: Command | None) -> None:
+    def _error_reply(self, message: str, entry: _Entry) -> None:
+        command = entry.command
         if command is not None and message.startswith("NOSCRIPT"):
             # Scripts are loaded on connect, so this only follows a SCRIPT
             # FLUSH; resend the source once, then report whatever comes back.
             keys = command.keys
             payload = _pack((b"EVAL", command.script.source, len(keys), *keys, *command.args))
-            self._send(payload, (sink, index, None))
+            self._send(payload, _Fallback(entry))
             return
-        sink.settle(index, NodeResponseError(message))
+        entry.settle(self.index, NodeResponseError(message))
 
     def _send(self, payload: bytes, entry: _Entry) -> None:
         conn = self._conn
-        if conn is not None and len(conn.pending) < MAX_PENDING:
-            conn.send(payload, entry)
+        if conn is not None:
+            conn.send(payload, entry)  # bounded when written (_Conn._flush)
             return
         loop = asyncio.get_running_loop()
-        if conn is not None:
-            error: NodeError = NodeConnectionError(f"{self.name}: too many commands in flight")
-        elif self._closed:
+        error: NodeError
+        if self._closed:
             error = NodeConnectionError(f"{self.name}: the Redlock is closed")
         elif self._connecting is None and loop.time() < self._retry_at:
             error = self._last_error  # down and backing off: fail now, don't queue
@@ -240,8 +317,7 @@ class RespNode:
             self._waiting.append((payload, entry))
             return
         # Outcomes always arrive later, never inside the caller's send loop.
-        sink, index, _ = entry
-        loop.call_soon(sink.settle, index, error)
+        loop.call_soon(entry.settle, self.index, error)
 
     async def _connect(self, loop: asyncio.AbstractEventLoop) -> None:
         try:
@@ -270,14 +346,14 @@ class RespNode:
             auth: tuple[object, ...] = (b"AUTH", address.password)
             if address.username is not None:
                 auth = (b"AUTH", address.username, address.password)
-            conn.send(_pack(auth), (sink, sink.AUTH, None))
+            sink.send(_pack(auth), sink.AUTH)
         if address.db:
-            conn.send(_pack((b"SELECT", address.db)), (sink, sink.SELECT, None))
+            sink.send(_pack((b"SELECT", address.db)), sink.SELECT)
         for script in self._scripts:
-            conn.send(_pack((b"SCRIPT", b"LOAD", script.source)), (sink, sink.SCRIPT, None))
-        conn.send(_pack((b"PING",)), (sink, sink.PING, None))
+            sink.send(_pack((b"SCRIPT", b"LOAD", script.source)), sink.SCRIPT)
+        sink.send(_pack((b"PING",)), sink.PING)
         # Who is this server? A new run_id means it restarted (maybe empty).
-        conn.send(_pack((b"INFO", b"server")), (sink, sink.INFO, None))
+        sink.send(_pack((b"INFO", b"server")), sink.INFO)
 
     def _backoff(self, loop: asyncio.AbstractEventLoop, error: NodeError) -> None:
         self._failures += 1
@@ -287,8 +363,8 @@ class RespNode:
 
     def _fail_waiting(self, error: NodeError) -> None:
         waiting, self._waiting = self._waiting, []
-        for _, (sink, index, _command) in waiting:
-            sink.settle(index, error)
+        for _, entry in waiting:
+            entry.settle(self.index, error)
 
     def _forget(self, conn: _Conn, error: NodeError | None) -> NodeError:
         """Stop using ``conn``; returns the error its pending commands fail with."""

@@ -150,6 +150,7 @@ class WriteLock(_View):
 
     __slots__ = ("_marker",)
     _kind = b"w:"
+    _leaves_marks = True  # the writer-waiting marker
 
     def __init__(self, rw: RWLock, options: LockOptions) -> None:
         super().__init__(rw, options)

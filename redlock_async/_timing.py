@@ -25,4 +25,4 @@ def validity(ttl: float, started: float, now: float, drift_factor: float) -> flo
     sent: the nodes' key TTLs began no earlier than that, so measuring from it
     never overstates what is left. A result <= 0 means the grant is unusable.
     """
-    return ttl - (now - started) - drift(ttl, drift_factor)
+    return ttl - (now - started) - (ttl * drift_factor + CLOCK_DRIFT_FLOOR)  # drift(), inlined

@@ -29,7 +29,8 @@ def _quorum_of_half() -> None:
 
     def init(self: _quorum.Tally, *args: object, **kwargs: object) -> None:
         original(self, *args, **kwargs)  # type: ignore[arg-type]
-        self.quorum = max(1, self.n // 2)
+        self.quorum = self._yes_short = max(1, self.n // 2)
+        self._no_short = self.n - self.quorum + 1
 
     _quorum.Tally.__init__ = init  # type: ignore[method-assign]
 

@@ -16,6 +16,7 @@ from redlock_async import (
     NodeTimeoutError,
     Redlock,
 )
+from redlock_async._quorum import PENDING
 from redlock_async._scripts import ALL_SCRIPTS
 from redlock_async.testing import RedisNodes
 
@@ -307,3 +308,41 @@ async def test_release_that_cannot_be_confirmed_does_not_raise(
     await lock.release()  # nobody said the grant was gone: a warning, not an error
     assert "not confirmed" in caplog.text
     assert not lock.held
+
+
+async def test_commands_beyond_the_in_flight_bound_fail_at_once(
+    redis_nodes: RedisNodes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A frozen node keeps every command pending; past the bound, new ones
+    # fail when they would be written instead of queueing without limit.
+    from redlock_async import _resp
+
+    redlock = Redlock(redis_nodes.urls, node_timeout=0.05)
+    try:
+        warm = redlock.lock("warm", ttl=5.0, auto_extend=False)
+        assert await warm.acquire()
+        await warm.release()
+        conn = _connections(redlock)[0]
+        assert conn is not None
+        monkeypatch.setattr(_resp, "MAX_PENDING", 6)
+        redis_nodes[0].pause()
+        locks = [redlock.lock(f"job{i}", ttl=1.0, auto_extend=False) for i in range(10)]
+        # One after another: the others answer each, node 0 answers none.
+        for lock in locks:
+            assert await lock.acquire(blocking=False)
+        firsts = [lock._grant.acquired.replies[0] for lock in locks]  # type: ignore[union-attr]
+        assert firsts[:6] == [PENDING] * 6  # queued on node 0; the rest failed there at once
+        assert all(
+            isinstance(e, NodeConnectionError) and "too many commands in flight" in str(e)
+            for e in firsts[6:]
+        )
+        assert len(conn.pending) == 6  # type: ignore[attr-defined]
+        for lock in locks:
+            await lock.release()  # confirmed by the others; node 0's share is shed
+        assert len(conn.pending) == 6  # type: ignore[attr-defined]
+        assert _connections(redlock)[0] is conn  # shedding is not a disconnect
+        redis_nodes[0].resume()
+        await settle()
+    finally:
+        await redlock.aclose()
+    assert await no_keys_left(redis_nodes)  # node 0's six expire with their 1 s ttl

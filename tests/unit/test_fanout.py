@@ -8,6 +8,7 @@ proven against real redis-server processes in tests/integration).
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Sequence
 
 from redlock_async._config import RedlockConfig
@@ -26,10 +27,14 @@ class ScriptedNode:
         self.waiting: list[tuple[Sink, int]] = []
         self.stall_checks = 0
         self.wake_source = None
+        self.index = -1
 
-    def run(self, command: Command, sink: Sink, index: int) -> None:
+    def bind(self, index: int) -> None:
+        self.index = index
+
+    def run(self, command: Command, sink: Sink) -> None:
         self.sent.append((command.script.name, tuple(command.args)))
-        self.waiting.append((sink, index))
+        self.waiting.append((sink, self.index))
 
     def answer(self, reply: int | NodeConnectionError) -> None:
         sink, index = self.waiting.pop(0)
@@ -160,3 +165,33 @@ async def test_a_failed_extend_to_a_shorter_ttl_shortens_the_validity() -> None:
     assert lock._judge_extend(grant, extend, started, 0.1) == "retry"
     assert grant.validity_end <= started + 0.1
     lock._grant = None
+
+
+def test_fanouts_use_the_loop_they_run_in() -> None:
+    # The quorum remembers its loop (asking costs a syscall); a fan-out from
+    # another loop, later or in another thread, must still use that loop.
+    group = nodes(3)
+    quorum = Quorum(group, node_timeout=10.0)
+
+    async def fan() -> asyncio.AbstractEventLoop:
+        tally = quorum.fanout(Command(ACQUIRE, [b"k"], [b"t", 100]))
+        for node in group:
+            node.answer(1)
+        assert await tally.decided
+        return tally.decided.get_loop()
+
+    first = asyncio.new_event_loop()
+    second = asyncio.new_event_loop()
+    try:
+        assert first.run_until_complete(fan()) is first
+        assert second.run_until_complete(fan()) is second
+        assert first.run_until_complete(fan()) is first
+        results: list[asyncio.AbstractEventLoop] = []
+        thread = threading.Thread(target=lambda: results.append(asyncio.run(fan())))
+        thread.start()
+        thread.join()
+        assert len(results) == 1
+        assert results[0] not in (first, second)
+    finally:
+        first.close()
+        second.close()
