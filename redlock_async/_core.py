@@ -90,6 +90,7 @@ class Core:
             self.wake = hub if hub.enabled else None
         # The hot path calls this once per acquire and release: no extra frame.
         self.fanout = self._quorum.fanout
+        self.loop = self._quorum.running_loop
         self.config = config
         self.clock = clock
         self.new_token = token_factory if token_factory is not None else TokenPool()

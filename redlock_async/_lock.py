@@ -534,7 +534,7 @@ class Lock:
             task is not None
             and self._options.cancel_on_lost
             and not task.done()
-            and task is not asyncio.current_task()
+            and task is not asyncio.current_task(self._core.loop())
         ):
             self._cancel_requested = True
             task.cancel(f"redlock_async: lock {self._name!r} was lost")
@@ -548,7 +548,7 @@ class Lock:
                 f"could not acquire lock {self._name!r} within {self._options.timeout}s",
                 self._errors,
             )
-        self._body_task = asyncio.current_task()
+        self._body_task = asyncio.current_task(self._core.loop())
         return self
 
     async def __aexit__(

@@ -266,6 +266,13 @@ class Quorum:
                 self._timer = loop.call_at(tally.deadline, self._sweep)
         return tally
 
+    def running_loop(self) -> asyncio.AbstractEventLoop:
+        """The running event loop, as ``asyncio.get_running_loop()``, minus its syscall."""
+        loop = self._loop
+        if loop is None or loop._thread_id != _get_ident():  # type: ignore[attr-defined]
+            return self._bind_loop()
+        return loop
+
     def _bind_loop(self) -> asyncio.AbstractEventLoop:
         loop = asyncio.get_running_loop()
         # Other loops (uvloop) are asked every time.

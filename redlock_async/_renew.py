@@ -58,7 +58,7 @@ def _loss_deadline(lock: Lock, grant: Grant) -> float:
 
 
 def _schedule(lock: Lock, grant: Grant, delay: float) -> None:
-    loop = asyncio.get_running_loop()
+    loop = lock._core.loop()
     due = loop.time() + delay
     # Round down to a grid of ttl/64 (1-50 ms): renewals due close together
     # then fire in the same loop iteration and share one write per node,

@@ -317,7 +317,9 @@ async def test_commands_beyond_the_in_flight_bound_fail_at_once(
     # fail when they would be written instead of queueing without limit.
     from redlock_async import _resp
 
-    redlock = Redlock(redis_nodes.urls, node_timeout=0.05)
+    # node_timeout=0.5: node 0's connection is dropped only after 2 s of
+    # silence, far beyond this test, even on a loaded machine.
+    redlock = Redlock(redis_nodes.urls, node_timeout=0.5)
     try:
         warm = redlock.lock("warm", ttl=5.0, auto_extend=False)
         assert await warm.acquire()
