@@ -55,11 +55,12 @@ class TokenPool:
     def __call__(self) -> bytes:
         offset = self.offset
         if offset == len(self.buffer) or self.fork != _forks[0]:
-            self.buffer = secrets.token_bytes(_TOKEN_BYTES * _POOL_TOKENS)
+            # Hex-encoded once per pool: a token is then one slice.
+            self.buffer = hexlify(secrets.token_bytes(_TOKEN_BYTES * _POOL_TOKENS))
             self.fork = _forks[0]
             offset = 0
-        self.offset = offset + _TOKEN_BYTES
-        return hexlify(self.buffer[offset : offset + _TOKEN_BYTES])
+        self.offset = offset + 2 * _TOKEN_BYTES
+        return self.buffer[offset : offset + 2 * _TOKEN_BYTES]
 
 
 def new_token() -> bytes:

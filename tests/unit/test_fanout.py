@@ -8,6 +8,7 @@ proven against real redis-server processes in tests/integration).
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Sequence
 
@@ -156,15 +157,20 @@ async def test_a_failed_extend_to_a_shorter_ttl_shortens_the_validity() -> None:
     lock = Lock(core, "job", LockOptions(ttl=5.0, auto_extend=False))
     started = core.clock()
     acquired = core.fanout(Command(ACQUIRE, [b"k"], [b"tok", 5000]))
+    for node in group:
+        node.answer(1)
     grant = lock._grant = Grant(b"tok", 5.0, started + 4.9, acquired)
     extend = core.fanout(Command(ACQUIRE, [b"k"], [b"tok", 100]))
     group[0].answer(1)
     group[1].answer(NodeConnectionError("down"))
     group[2].answer(NodeConnectionError("down"))
     assert await extend.decided is False
+    assert extend.replies[0] == 1  # it reached one node, decided without waiting
+    assert not extend.expired
     assert lock._judge_extend(grant, extend, started, 0.1) == "retry"
     assert grant.validity_end <= started + 0.1
     lock._grant = None
+    core.close()  # no deadline timer left for the loop to wait out
 
 
 def test_fanouts_use_the_loop_they_run_in() -> None:
@@ -195,3 +201,36 @@ def test_fanouts_use_the_loop_they_run_in() -> None:
     finally:
         first.close()
         second.close()
+
+
+async def test_a_forked_child_uses_its_own_loop() -> None:
+    # Forked while this loop runs: the child's copy of it looks like it runs
+    # in the child's thread too, yet the child must use the loop it starts.
+    group = nodes(3)
+    quorum = Quorum(group, node_timeout=10.0)
+    warm = quorum.fanout(Command(ACQUIRE, [b"k"], [b"t", 100]))  # remembers this loop
+    for node in group:
+        node.answer(1)
+    assert await warm.decided
+
+    async def fan_in_child() -> bool:
+        tally = quorum.fanout(Command(ACQUIRE, [b"k"], [b"t", 100]))
+        for node in group:
+            node.answer(1)
+        return await tally.decided and tally.decided.get_loop() is asyncio.get_running_loop()
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report, then leave at once
+        os.close(read)
+        try:
+            ok = asyncio.run(fan_in_child())
+        except BaseException:
+            ok = False
+        os.write(write, b"ok" if ok else b"no")
+        os._exit(0)
+    os.close(write)
+    report = os.read(read, 10)
+    os.close(read)
+    os.waitpid(pid, 0)  # noqa: ASYNC222 - it has reported and is exiting
+    assert report == b"ok"
