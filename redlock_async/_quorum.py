@@ -19,6 +19,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import Any
 
 from ._errors import NodeError, NodeTimeoutError
@@ -223,9 +224,11 @@ class Quorum:
         # asyncio's own loops are remembered (see fanout); after a fork the
         # child forgets it.
         self._loop: asyncio.BaseEventLoop | None = None
-        # Its clock: asyncio's default loops read time.monotonic, called
-        # directly to save a frame per fan-out.
+        # Its clock and futures: asyncio's default loops read time.monotonic
+        # and make plain Futures, done here directly to save a Python frame
+        # per fan-out.
         self._now: Callable[[], float] = time.monotonic
+        self._new_future: Callable[[], asyncio.Future[bool]] = _no_loop
         _quorums.add(self)
 
     def fanout(
@@ -247,7 +250,7 @@ class Quorum:
         # and only one loop can run in a thread at a time: it is the running loop.
         if loop is None or loop._thread_id != _get_ident():  # type: ignore[attr-defined]
             loop = self._bind_loop()
-        tally = Tally(self, command, loop.create_future(), self._now() + self.node_timeout)
+        tally = Tally(self, command, self._new_future(), self._now() + self.node_timeout)
         if only is None and (after is None or self._ordered or not after._missing):
             self._run_all(self.nodes, command, tally)  # the hot path: every node, now
         else:
@@ -280,6 +283,10 @@ class Quorum:
         self._loop = loop if plain and isinstance(loop, asyncio.BaseEventLoop) else None
         default = type(loop).time is asyncio.BaseEventLoop.time
         self._now = time.monotonic if default else loop.time
+        if type(loop).create_future is asyncio.BaseEventLoop.create_future:
+            self._new_future = partial(asyncio.Future, loop=loop)
+        else:
+            self._new_future = loop.create_future
         return loop
 
     def _sweep(self) -> None:
@@ -310,6 +317,10 @@ class Quorum:
 
 
 _get_ident = threading.get_ident
+
+
+def _no_loop() -> asyncio.Future[bool]:
+    raise RuntimeError("no running event loop")  # replaced before any fan-out
 _quorums: weakref.WeakSet[Quorum] = weakref.WeakSet()
 
 
