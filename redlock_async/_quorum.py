@@ -95,7 +95,7 @@ class Tally:
         deadline: float,
     ) -> None:
         self.group = group  # the nodes, and their node_timeout
-        self.command = command  # what every node was sent
+        self.command: Command | None = command  # what every node was sent (until all answered)
         self.n = self._missing = n = group.n
         self.quorum = self._yes_short = need = group.need  # yes votes still needed
         self._no_short = n - need + 1  # refusals and failures that rule a quorum out
@@ -133,12 +133,16 @@ class Tally:
             if not self._no_short and not self.decided.done():
                 self.decided.set_result(False)
         self._missing -= 1
-        if not self._missing and self._due is not None:
-            # Leave the deadline queue at once: a tally held there until its
-            # deadline outlives a young-generation GC pass and costs a full
-            # collection later, on the hot path.
-            del self._due[self]
-            self._due = None
+        if not self._missing:
+            # Every node is done with the command; a grant keeps its acquire
+            # tally for as long as it is held, and need not keep this too.
+            self.command = None
+            if self._due is not None:
+                # Leave the deadline queue at once: a tally held there until its
+                # deadline outlives a young-generation GC pass and costs a full
+                # collection later, on the hot path.
+                del self._due[self]
+                self._due = None
         if self._waiters is not None:
             for then in self._waiters.pop(index, ()):
                 then(reply)
@@ -321,6 +325,8 @@ _get_ident = threading.get_ident
 
 def _no_loop() -> asyncio.Future[bool]:
     raise RuntimeError("no running event loop")  # replaced before any fan-out
+
+
 _quorums: weakref.WeakSet[Quorum] = weakref.WeakSet()
 
 

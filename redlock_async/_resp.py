@@ -56,24 +56,30 @@ _pack: Callable[[tuple[object, ...]], bytes] = hiredis.pack_command  # type: ign
 
 # RESP encoding of EVALSHA. hiredis.pack_command costs ~650 ns per command
 # (it formats every length with sprintf), a tenth of a grant's CPU at 50
-# tasks; a lock sends the same script to the same keys over and over, so the
+# tasks. A lock sends the same script to the same keys over and over, so the
 # encoded head (count, EVALSHA, sha, numkeys, keys) is cached and only the
-# arguments are encoded each time. Bounded: cleared when full.
-_HEADS: dict[tuple[bytes, int, tuple[bytes, ...]], bytes] = {}
+# arguments are encoded each time; a head is built by hand (not by hiredis),
+# so a name seen once costs no more than pack_command. Bounded: cleared
+# when full (thousands of names renewing just rebuild their heads).
+_HEADS: dict[tuple[bytes, int, Sequence[bytes]], bytes] = {}  # keys: tuples only
 _INTS: dict[int, bytes] = {}
 _CACHE_LIMIT = 4096
 _LENGTHS = [b"$%d\r\n" % n for n in range(256)]
 
 
+def _length(n: int) -> bytes:
+    return _LENGTHS[n] if n < 256 else b"$%d\r\n" % n
+
+
 def _evalsha(command: Command) -> bytes:
     keys = command.keys
     args = command.args
-    if type(keys) is not tuple:
-        return _pack((b"EVALSHA", command.script.sha, len(keys), *keys, *args))
     spec = (command.script.sha, len(args), keys)
-    head = _HEADS.get(spec)
+    head = _HEADS.get(spec) if type(keys) is tuple else None
     if head is None:
         head = _head(spec)
+        if head is None:
+            return _pack((b"EVALSHA", command.script.sha, len(keys), *keys, *args))
     out = [head]
     for arg in args:
         if type(arg) is bytes:
@@ -87,14 +93,28 @@ def _evalsha(command: Command) -> bytes:
     return b"".join(out)
 
 
-def _head(spec: tuple[bytes, int, tuple[bytes, ...]]) -> bytes:
+def _head(spec: tuple[bytes, int, Sequence[bytes]]) -> bytes | None:
+    """The encoded head for ``spec``, cached; None when a key is not bytes."""
     sha, argc, keys = spec
-    body = _pack((b"EVALSHA", sha, len(keys), *keys))
-    # pack_command's own count covers only these parts: restate it for all.
-    head = b"*%d\r\n" % (3 + len(keys) + argc) + body[body.index(b"\r\n") + 2 :]
-    if len(_HEADS) >= _CACHE_LIMIT:
-        _HEADS.clear()
-    _HEADS[spec] = head
+    numkeys = b"%d" % len(keys)
+    out = [
+        b"*%d\r\n$7\r\nEVALSHA\r\n" % (3 + len(keys) + argc),
+        _length(len(sha)),
+        sha,
+        b"\r\n",
+        _length(len(numkeys)),
+        numkeys,
+        b"\r\n",
+    ]
+    for key in keys:
+        if type(key) is not bytes:
+            return None
+        out += (_length(len(key)), key, b"\r\n")
+    head = b"".join(out)
+    if type(keys) is tuple:
+        if len(_HEADS) >= _CACHE_LIMIT:
+            _HEADS.clear()
+        _HEADS[spec] = head
     return head
 
 
@@ -204,6 +224,9 @@ class _Conn(asyncio.Protocol):
 
 
 def _grants(entry: _Entry) -> bool:
+    """Is this the reply of a granting script (a vote a restart quarantines)?"""
+    if type(entry) is _Fallback:
+        return entry.grants
     command = entry.command
     return command is not None and command.script.grants
 
@@ -211,11 +234,12 @@ def _grants(entry: _Entry) -> bool:
 class _Fallback:
     """The entry of a command resent as EVAL: reports to the original entry."""
 
-    __slots__ = ("entry",)
+    __slots__ = ("entry", "grants")
     command = None  # no second fallback
 
-    def __init__(self, entry: _Entry) -> None:
+    def __init__(self, entry: _Entry, grants: bool) -> None:
         self.entry = entry
+        self.grants = grants  # its vote is checked for quarantine like the original
 
     def settle(self, index: int, reply: Reply) -> None:
         self.entry.settle(index, reply)
@@ -341,7 +365,7 @@ class RespNode:
             # FLUSH; resend the source once, then report whatever comes back.
             keys = command.keys
             payload = _pack((b"EVAL", command.script.source, len(keys), *keys, *command.args))
-            self._send(payload, _Fallback(entry))
+            self._send(payload, _Fallback(entry, command.script.grants))
             return
         entry.settle(self.index, NodeResponseError(message))
 

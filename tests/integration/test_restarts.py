@@ -7,9 +7,11 @@ import logging
 
 import pytest
 
+from redlock_async import NodeError
+from redlock_async._quorum import PENDING
 from redlock_async.testing import RedisNodes
 
-from ..conftest import MakeRedlock, no_keys_left
+from ..conftest import MakeRedlock, eventually, no_keys_left, settle
 
 
 async def test_a_node_that_restarted_empty_cannot_grant_twice(
@@ -80,5 +82,33 @@ async def test_quarantine_is_a_failed_vote_not_a_leak(
     n1.restart()
     lock = redlock.lock("job", ttl=5.0, auto_extend=False)
     assert await lock.acquire(blocking=False)  # n2, n3 grant; n1 is quarantined
+    await lock.release()
+    assert await no_keys_left([n1])
+
+
+async def test_a_vote_resent_as_eval_is_still_quarantined(
+    make_redlock: MakeRedlock, redis_nodes: RedisNodes
+) -> None:
+    # After a restart the node's votes do not count for a while - also when
+    # the script cache was flushed and the vote comes back through EVAL.
+    n1 = redis_nodes[0]
+    redlock = make_redlock()
+    lock = redlock.lock("job", ttl=5.0, auto_extend=False)
+    assert await lock.acquire()
+    await lock.release()
+    n1.kill()
+    n1.restart()
+    warm = redlock.lock("warm", ttl=5.0, auto_extend=False)
+    assert await warm.acquire(blocking=False)  # n1 reconnects: seen to have restarted
+    await warm.release()
+    await settle()
+    n1.client().script_flush()
+    lock = redlock.lock("job", ttl=5.0, auto_extend=False)
+    assert await lock.acquire(blocking=False)  # granted by n2 and n3
+    assert lock._grant is not None
+    replies = lock._grant.acquired.replies
+    assert await eventually(lambda: replies[0] is not PENDING)
+    assert isinstance(replies[0], NodeError)
+    assert "quarantined" in str(replies[0])
     await lock.release()
     assert await no_keys_left([n1])

@@ -50,3 +50,8 @@ def test_the_caches_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         assert _resp._evalsha(command) == _reference(command)
     assert len(_resp._HEADS) <= 8
     assert len(_resp._INTS) <= 8
+
+
+def test_keys_that_are_not_bytes_take_hiredis_rules() -> None:
+    command = Command(ACQUIRE, ("redlock:{job}",), (b"t" * 40, 100))  # type: ignore[arg-type]
+    assert _resp._evalsha(command) == _reference(command)
