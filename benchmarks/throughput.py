@@ -11,7 +11,14 @@ noisy, so each figure is a median over rounds):
 - the same bare protocol with one write per command (no coalescing across
   tasks), for reference: the pipelining that floor (b) shares with the lean
   driver is what separates them under concurrency;
-- redlock_async with URLs (its lean driver) and with redis-py clients.
+- redlock_async with URLs (its lean driver) and with redis-py clients;
+- for reference, the lean driver with ``wake_on_release=False``: releases
+  then send exactly floor (b)'s commands (by default each release also
+  announces itself with SPUBLISH, work the floor's nodes do not do).
+
+Besides rates and latencies it reports CPU per grant: this process's
+(``process_time``) and the Redis servers' (from ``/proc``, Linux only), so a
+gap between contenders can be told apart into client work and server work.
 
 Run: ``python benchmarks/throughput.py [--seconds 1.0] [--rounds 5] [--nodes 5]``.
 """
@@ -21,7 +28,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import secrets
+import statistics
 import sys
 import time
 from collections import deque
@@ -184,12 +193,14 @@ async def main(seconds: float, rounds: int, n_nodes: int) -> dict[str, dict[str,
             bare, close_bare = await bare_floor(ports, keys)
             unbatched, close_unbatched = await bare_floor(ports, keys, coalesce=False)
             lean = Redlock(urls)
+            quiet = Redlock(urls, wake_on_release=False)
             via_redis_py = Redlock([redis.asyncio.Redis(port=s.port) for s in servers])
             contenders: dict[str, Grant] = {
                 "floor (a) redis-py": await redis_py_floor(clients, keys),
                 "floor (b) bare protocol": bare,
                 "bare protocol, one write per command": unbatched,
                 "redlock_async (URLs, lean driver)": library(lean, names),
+                "redlock_async (URLs, no release announcement)": library(quiet, names),
                 "redlock_async (redis-py clients)": library(via_redis_py, names),
             }
             results = {label: Result() for label in contenders}
@@ -202,32 +213,47 @@ async def main(seconds: float, rounds: int, n_nodes: int) -> dict[str, dict[str,
             for grant in contenders.values():  # warm up connections and scripts
                 await between()
                 await run_for(0.3, tasks, grant)
+            client_cpu: dict[str, list[float]] = {label: [] for label in contenders}
+            server_cpu: dict[str, list[float]] = {label: [] for label in contenders}
             for _ in range(rounds):
                 for label, grant in contenders.items():
                     await between()
+                    cpu_before, servers_before = time.process_time(), _servers_cpu(servers)
                     rate, latencies = await run_for(seconds, tasks, grant)
+                    grants = max(1, len(latencies))
+                    client_cpu[label].append((time.process_time() - cpu_before) / grants * 1e6)
+                    if servers_before is not None:
+                        spent = (_servers_cpu(servers) or 0.0) - servers_before
+                        server_cpu[label].append(spent / grants * 1e6)
                     results[label].rates.append(rate)
                     results[label].latencies.extend(latencies)
             close_bare()
             close_unbatched()
             await lean.aclose()
+            await quiet.aclose()
             await via_redis_py.aclose()
             floor_a = results["floor (a) redis-py"].rate
             floor_b = results["floor (b) bare protocol"].rate
             rows = []
             for label, result in results.items():
+                client_us = statistics.median(client_cpu[label])
+                server_us = statistics.median(server_cpu[label]) if server_cpu[label] else 0.0
                 rows.append([label, f"{result.rate:,.0f}", f"{result.p(50):.2f}",
                              f"{result.p(99):.2f}", f"{result.rate / floor_a:.2f}x",
-                             f"{result.rate / floor_b:.2f}x"])  # fmt: skip
+                             f"{result.rate / floor_b:.2f}x", f"{client_us:.1f}",
+                             f"{server_us:.1f}" if server_cpu[label] else "-"])  # fmt: skip
                 report[f"{workload}/{label}"] = {
                     "grants_per_s": result.rate,
                     "p50_ms": result.p(50),
                     "p99_ms": result.p(99),
                     "vs_floor_a": result.rate / floor_a,
                     "vs_floor_b": result.rate / floor_b,
+                    "client_cpu_us_per_grant": client_us,
+                    "server_cpu_us_per_grant": server_us,
                 }
             print(f"\n{workload}: {tasks} task(s), {n_nodes} nodes, {rounds} x {seconds}s rounds")
-            headers = ["contender", "grants/s", "p50 ms", "p99 ms", "vs (a)", "vs (b)"]
+            headers = ["contender", "grants/s", "p50 ms", "p99 ms", "vs (a)", "vs (b)",
+                       "client CPU us/grant", "server CPU us/grant"]  # fmt: skip
             print(table(headers, rows))
             ratio = results["redlock_async (URLs, lean driver)"].rate / floor_b
             verdict = "met" if ratio >= 0.8 else "NOT met"
@@ -238,6 +264,19 @@ async def main(seconds: float, rounds: int, n_nodes: int) -> dict[str, dict[str,
             await client.aclose()
         for server in servers:
             server.stop()
+
+
+def _servers_cpu(servers: list[RedisServer]) -> float | None:
+    """CPU seconds the servers have used (user + system), or None where /proc is missing."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for server in servers:
+        try:
+            fields = Path(f"/proc/{server.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
 
 
 if __name__ == "__main__":
