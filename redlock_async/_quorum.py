@@ -249,9 +249,10 @@ class Quorum:
         runs commands in order anyway. That keeps a release from overtaking
         the acquire it undoes.
         """
+        # running_loop(), inlined. A BaseEventLoop whose _thread_id is this
+        # thread's is running here, and only one loop can run in a thread at
+        # a time: it is the running loop.
         loop: asyncio.AbstractEventLoop | None = self._loop
-        # A BaseEventLoop whose _thread_id is this thread's is running here,
-        # and only one loop can run in a thread at a time: it is the running loop.
         if loop is None or loop._thread_id != _get_ident():  # type: ignore[attr-defined]
             loop = self._bind_loop()
         tally = Tally(self, command, self._new_future(), self._now() + self.node_timeout)
@@ -282,9 +283,10 @@ class Quorum:
 
     def _bind_loop(self) -> asyncio.AbstractEventLoop:
         loop = asyncio.get_running_loop()
-        # Other loops (uvloop) are asked every time.
-        plain = isinstance(loop, asyncio.BaseEventLoop) and hasattr(loop, "_thread_id")
-        self._loop = loop if plain and isinstance(loop, asyncio.BaseEventLoop) else None
+        if isinstance(loop, asyncio.BaseEventLoop) and hasattr(loop, "_thread_id"):
+            self._loop = loop
+        else:
+            self._loop = None  # other loops (uvloop...) are asked every time
         default = type(loop).time is asyncio.BaseEventLoop.time
         self._now = time.monotonic if default else loop.time
         if type(loop).create_future is asyncio.BaseEventLoop.create_future:
