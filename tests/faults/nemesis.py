@@ -158,13 +158,18 @@ class Nemesis:
                     pending.remove(entry)
             if not self._sleep_until(fault.at):
                 break
+            # Stamped when it began: an action takes a few ms (an expiry
+            # jump visits three nodes in turn), and what workers did
+            # meanwhile happened during the fault, not before it.
+            began = time.monotonic()
             try:
                 heal = FAULTS[fault.kind](self.cluster, fault)
             except Exception as exc:  # a fault that cannot be applied is reported, not fatal
                 self.errors.append(f"{fault.kind}: {exc}")
                 continue
             self.counts[fault.kind] = self.counts.get(fault.kind, 0) + 1
-            self.record("fault", fault.kind, detail=f"nodes={fault.nodes} workers={fault.workers}")
+            detail = f"nodes={fault.nodes} workers={fault.workers}"
+            self.record("fault", fault.kind, detail=detail, time=began)
             pending.append((fault.at + fault.duration, fault, heal))
         for entry in sorted(pending, key=lambda p: p[0]):
             self._sleep_until(entry[0])

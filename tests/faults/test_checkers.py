@@ -439,3 +439,31 @@ def test_liveness_fails_a_slow_or_missing_recovery() -> None:
     assert math.isinf(verdict.figures["max_recovery"])
     # A heal at the very end, with nothing tried afterwards, proves nothing either way.
     assert liveness(slow[:1], []).ok
+
+
+# -- loss notice (run.py) ----------------------------------------------------
+
+
+def test_loss_notice_names_a_holder_that_claims_on_after_a_jump() -> None:
+    from .run import loss_notice
+
+    jump = Event(10.0, "nemesis", "fault", "expiry-jump")
+    # Held for 2 s before the jump, told only 3 s after it (bound: 1.0 s at ttl 1).
+    late = [grant(8.0, "w1", "a", 20.0), jump, Event(13.0, "w1", "lost", "acquire", "k", "a")]
+    assert not loss_notice(late, ttl=1.0).ok
+    # Told 0.4 s after it: in time.
+    prompt = [grant(8.0, "w1", "a", 20.0), jump, Event(10.4, "w1", "lost", "acquire", "k", "a")]
+    assert loss_notice(prompt, ttl=1.0).ok
+
+
+def test_loss_notice_ignores_grants_made_as_the_jump_began() -> None:
+    from .run import loss_notice
+
+    # Granted 10 ms before the jump was stamped: its slower nodes may have
+    # been written after the jump passed them, so a majority still holds it.
+    racing = [
+        grant(9.99, "w1", "a", 20.0),
+        Event(10.0, "nemesis", "fault", "expiry-jump"),
+        release(13.0, "w1", "a"),
+    ]
+    assert loss_notice(racing, ttl=1.0).ok
