@@ -236,6 +236,12 @@ async def test_quorum_matrix(make_redlock: MakeRedlock, redis_nodes: RedisNodes,
         assert ok == (n - len(busy) >= n // 2 + 1), busy
         if ok:
             await lock.release()
+        # No acquire of ours may still be on its way to a node (redis-py
+        # nodes run commands as tasks, in no set order): one landing after
+        # the keys are wiped below would occupy a node in the next round.
+        attempt = lock._last_attempt
+        assert attempt is not None
+        assert await eventually(lambda: attempt.settled == n), busy  # noqa: B023
         # Foreign keys untouched; ours gone, whether granted or rolled back.
         expected = [b"someone-else" if i in busy else None for i in range(n)]
         assert await eventually(lambda: stored(group) == expected), busy  # noqa: B023
