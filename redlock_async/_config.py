@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 from ._errors import ConfigurationError
 from ._keys import check_prefix
+from ._timing import ttl_ms as _whole_ms
 
 if TYPE_CHECKING:
     from ._lock import Lock
@@ -125,9 +126,8 @@ class LockOptions:
         if ttl < 0.001:
             raise ConfigurationError(f"ttl must be at least 0.001 s (1 ms), not {self.ttl!r}")
         object.__setattr__(self, "ttl", ttl)
-        # Whole ms for PX, rounded down so keys never outlive ttl (computed
-        # once here: every grant sends it).
-        object.__setattr__(self, "ttl_ms", max(1, int(ttl * 1000)))
+        # Computed once here: every grant sends it.
+        object.__setattr__(self, "ttl_ms", _whole_ms(ttl))
         object.__setattr__(self, "timeout", check_seconds("timeout", self.timeout, allow_none=True))
         for flag in ("auto_extend", "fencing", "cancel_on_lost", "fair"):
             if not isinstance(getattr(self, flag), bool):

@@ -25,7 +25,7 @@ from ._keys import check_name
 from ._node import Command
 from ._quorum import Tally, is_yes
 from ._scripts import ACQUIRE, EXTEND, FAIR_ACQUIRE, FAIR_LEAVE, FENCE_RAISE, RELEASE
-from ._timing import drift, validity
+from ._timing import drift, ttl_ms, validity
 from ._wake import Subscription
 
 __all__ = ["Grant", "Lock"]
@@ -66,11 +66,6 @@ def fair_heartbeat(config: RedlockConfig) -> float:
 
 def fair_heartbeat_ms(config: RedlockConfig) -> int:
     return ttl_ms(fair_heartbeat(config))
-
-
-def ttl_ms(ttl: float) -> int:
-    """Whole milliseconds for PX/PEXPIRE, rounded down so keys never outlive ``ttl``."""
-    return max(1, int(ttl * 1000))
 
 
 class Lock:
@@ -455,13 +450,8 @@ class Lock:
             await self._settle_renewal()
             if self._grant is not grant:  # lost while the renewal settled
                 raise self._lost_error or LockLost(f"lock {self._name!r} was lost")
-        # _drop(grant), inlined.
-        self._grant = None
-        if self._renew_timer is not None:
-            self._cancel_renewal_timer()
+        self._drop(grant)
         core = self._core
-        if self._options.auto_extend:
-            core.renewing.discard(self)
         expired = core.clock() >= grant.validity_end
         announce = core.wake is not None
         tally = core.fanout(self._release_command(grant.token, announce), after=grant.acquired)

@@ -147,35 +147,14 @@ class Redlock:
         core = self._core
         if core.closed:
             core.check_open()
-        # Handlers make a lock per request with the same few settings: the
-        # validated options are cached by value (exact types only, since
-        # True == 1 and yet ttl=True is an error).
-        options = None
-        if (
-            (type(ttl) is float or type(ttl) is int)
-            and (timeout is None or type(timeout) is float or type(timeout) is int)
-            and type(auto_extend) is bool
-            and type(fencing) is bool
-            and type(cancel_on_lost) is bool
-            and type(fair) is bool
-            and on_lost is None
-        ):
-            options = self._options.get((ttl, auto_extend, timeout, fencing, cancel_on_lost, fair))
-        if options is None:
-            options = self._lock_options(
-                ttl=ttl,
-                auto_extend=auto_extend,
-                timeout=timeout,
-                fencing=fencing,
-                cancel_on_lost=cancel_on_lost,
-                fair=fair,
-                on_lost=on_lost,
-            )
+        # Positional: a call with seven keywords costs more than the lookup.
+        options = self._lock_options(
+            ttl, auto_extend, timeout, fencing, cancel_on_lost, fair, on_lost
+        )
         return Lock(core, name, options)
 
     def _lock_options(
         self,
-        *,
         ttl: float = 30.0,
         auto_extend: bool = True,
         timeout: float | None = None,

@@ -79,7 +79,7 @@ def _evalsha(command: Command) -> bytes:
     if head is None:
         head = _head(spec)
         if head is None:
-            return _pack((b"EVALSHA", command.script.sha, len(keys), *keys, *args))
+            return _by_hiredis(command)
     out = [head]
     for arg in args:
         if type(arg) is bytes:
@@ -87,10 +87,15 @@ def _evalsha(command: Command) -> bytes:
         elif type(arg) is int:
             value = _INTS.get(arg) or _int(arg)
         else:  # anything else (str, ...): hiredis's rules, for the whole command
-            return _pack((b"EVALSHA", command.script.sha, len(keys), *keys, *args))
+            return _by_hiredis(command)
         n = len(value)
-        out += (_LENGTHS[n] if n < 256 else b"$%d\r\n" % n, value, b"\r\n")
+        out += (_LENGTHS[n] if n < 256 else b"$%d\r\n" % n, value, b"\r\n")  # _length, inlined
     return b"".join(out)
+
+
+def _by_hiredis(command: Command) -> bytes:
+    keys = command.keys
+    return _pack((b"EVALSHA", command.script.sha, len(keys), *keys, *command.args))
 
 
 def _head(spec: tuple[bytes, int, Sequence[bytes]]) -> bytes | None:

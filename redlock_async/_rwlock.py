@@ -24,7 +24,7 @@ from ._config import LockKeywords, LockOptions
 from ._core import Core
 from ._errors import ConfigurationError, RedlockError
 from ._keys import check_name, rw_keys
-from ._lock import _UNSET, Lock, _Unset, ttl_ms
+from ._lock import _UNSET, Lock, _Unset
 from ._node import Command
 from ._scripts import (
     EXTEND,
@@ -35,6 +35,7 @@ from ._scripts import (
     WRITE_ACQUIRE,
     Script,
 )
+from ._timing import ttl_ms
 
 __all__ = ["RWLock", "ReadLock", "WriteLock"]
 

@@ -5,7 +5,7 @@ Kept free of I/O so unit tests can check it exactly with made-up clock values.
 
 from __future__ import annotations
 
-__all__ = ["CLOCK_DRIFT_FLOOR", "drift", "validity"]
+__all__ = ["CLOCK_DRIFT_FLOOR", "drift", "ttl_ms", "validity"]
 
 # A fixed 2 ms allowance on top of the proportional drift: Redis expires keys
 # with millisecond resolution, so even a perfect clock can be 1 ms early, and
@@ -26,3 +26,8 @@ def validity(ttl: float, started: float, now: float, drift_factor: float) -> flo
     never overstates what is left. A result <= 0 means the grant is unusable.
     """
     return ttl - (now - started) - (ttl * drift_factor + CLOCK_DRIFT_FLOOR)  # drift(), inlined
+
+
+def ttl_ms(ttl: float) -> int:
+    """Whole milliseconds for PX/PEXPIRE, rounded down so keys never outlive ``ttl``."""
+    return max(1, int(ttl * 1000))

@@ -7,9 +7,9 @@ import logging
 
 import pytest
 
-from redlock_async import NodeError
+from redlock_async import NodeError, Redlock
 from redlock_async._quorum import PENDING
-from redlock_async.testing import RedisNodes
+from redlock_async.testing import RedisNode, RedisNodes
 
 from ..conftest import MakeRedlock, eventually, no_keys_left, settle
 
@@ -70,16 +70,22 @@ async def test_strict_mode_protects_grants_this_redlock_never_saw(
     await lock.release()
 
 
-async def test_quarantine_is_a_failed_vote_not_a_leak(
-    make_redlock: MakeRedlock, redis_nodes: RedisNodes
-) -> None:
-    n1 = redis_nodes[0]
+async def _granted_then_restarted(make_redlock: MakeRedlock, node: RedisNode) -> Redlock:
+    """A Redlock that saw ``node`` grant (a 5 s ttl), then ``node`` restarted empty."""
     redlock = make_redlock()
     lock = redlock.lock("job", ttl=5.0, auto_extend=False)
     assert await lock.acquire()
     await lock.release()
-    n1.kill()
-    n1.restart()
+    node.kill()
+    node.restart()
+    return redlock
+
+
+async def test_quarantine_is_a_failed_vote_not_a_leak(
+    make_redlock: MakeRedlock, redis_nodes: RedisNodes
+) -> None:
+    n1 = redis_nodes[0]
+    redlock = await _granted_then_restarted(make_redlock, n1)
     lock = redlock.lock("job", ttl=5.0, auto_extend=False)
     assert await lock.acquire(blocking=False)  # n2, n3 grant; n1 is quarantined
     await lock.release()
@@ -92,12 +98,7 @@ async def test_a_vote_resent_as_eval_is_still_quarantined(
     # After a restart the node's votes do not count for a while - also when
     # the script cache was flushed and the vote comes back through EVAL.
     n1 = redis_nodes[0]
-    redlock = make_redlock()
-    lock = redlock.lock("job", ttl=5.0, auto_extend=False)
-    assert await lock.acquire()
-    await lock.release()
-    n1.kill()
-    n1.restart()
+    redlock = await _granted_then_restarted(make_redlock, n1)
     warm = redlock.lock("warm", ttl=5.0, auto_extend=False)
     assert await warm.acquire(blocking=False)  # n1 reconnects: seen to have restarted
     await warm.release()
