@@ -1,13 +1,59 @@
-"""Shared pieces of the benchmarks: nodes, percentiles, interleaved rounds, tables."""
+"""Shared pieces of the benchmarks: event loops, percentiles, interleaved rounds, tables."""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import statistics
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
-__all__ = ["Result", "percentile", "run_for", "table"]
+__all__ = ["Result", "add_loop_option", "on_each_loop", "percentile", "run_for", "table"]
+
+T = TypeVar("T")
+
+LOOP_CHOICES = ("asyncio", "uvloop", "both")
+
+
+def add_loop_option(parser: argparse.ArgumentParser) -> None:
+    """``--loop asyncio|uvloop|both`` (default asyncio): the event loop(s) to measure on."""
+    parser.add_argument(
+        "--loop",
+        choices=LOOP_CHOICES,
+        default="asyncio",
+        help="event loop to measure on (default asyncio); 'both' runs the whole benchmark "
+        "on asyncio's loop, then on uvloop, each against its own baselines on that loop",
+    )
+
+
+def _loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
+    if name == "asyncio":
+        return asyncio.new_event_loop
+    try:
+        import uvloop
+    except ImportError:
+        raise SystemExit("--loop uvloop needs uvloop: pip install uvloop") from None
+    return uvloop.new_event_loop
+
+
+def on_each_loop(choice: str, main: Callable[[], Coroutine[Any, Any, T]]) -> dict[str, T]:
+    """Run ``main()`` once on each loop ``choice`` names; its result by loop name.
+
+    A whole run per loop: every contender and every baseline of one run is
+    measured on the same loop, so each ratio compares like with like. Rates
+    across loops are from different minutes of a noisy machine: compare the
+    loops by their ratios, not their rates.
+    """
+    names = ["asyncio", "uvloop"] if choice == "both" else [choice]
+    results: dict[str, T] = {}
+    for name in names:
+        make = _loop_factory(name)
+        print(f"\n=== event loop: {name}")
+        with asyncio.Runner(loop_factory=make) as runner:
+            results[name] = runner.run(main())
+    return results
 
 
 def percentile(samples: Sequence[float], q: float) -> float:
@@ -42,8 +88,6 @@ async def run_for(
     Each call returns its acquire latency, or None when it was refused (not
     counted). Returns successful grants/s and their latencies.
     """
-    import asyncio
-
     latencies: list[float] = []
     deadline = time.perf_counter() + seconds
 

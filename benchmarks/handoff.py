@@ -6,7 +6,8 @@ releases. The gap is measured on the monotonic clock between the end of one
 between waiters woken by the release (pub/sub) and polling (wake-ups off,
 retry delay 0.2 s + jitter 0.2 s, the library's defaults).
 
-Run: ``python benchmarks/handoff.py [--grants 200] [--rounds 3]``.
+Run: ``python benchmarks/handoff.py [--grants 200] [--rounds 3]
+[--loop asyncio|uvloop|both]``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from redlock_async import Redlock
 from redlock_async.testing import RedisServer
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import percentile, table
+from _common import add_loop_option, on_each_loop, percentile, table
 
 
 async def run(urls: list[str], wake: bool, grants: int, waiters: int) -> list[float]:
@@ -85,5 +86,6 @@ if __name__ == "__main__":
     parser.add_argument("--grants", type=int, default=200, help="per round with wake-ups")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--waiters", type=int, default=8)
+    add_loop_option(parser)
     args = parser.parse_args()
-    asyncio.run(main(args.grants, args.rounds, args.waiters))
+    on_each_loop(args.loop, lambda: main(args.grants, args.rounds, args.waiters))

@@ -5,7 +5,8 @@ the process's CPU share while holding, memory per held lock (RSS growth),
 renewal lag (how late each renewal ran against its schedule: p50/p99/max),
 and how many locks were lost (must be 0).
 
-Run: ``python benchmarks/renewal.py [--locks 10000] [--hold 20] [--ttl 3]``.
+Run: ``python benchmarks/renewal.py [--locks 10000] [--hold 20] [--ttl 3]
+[--loop asyncio|uvloop|both]``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from redlock_async import Lock, Redlock
 from redlock_async.testing import RedisServer
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import percentile, table
+from _common import add_loop_option, on_each_loop, percentile, table
 
 
 def rss_bytes() -> int:
@@ -106,8 +107,9 @@ if __name__ == "__main__":
     parser.add_argument("--locks", type=int, default=10_000)
     parser.add_argument("--hold", type=float, default=20.0, help="seconds held while measuring")
     parser.add_argument("--ttl", type=float, default=3.0)
-    parser.add_argument("--json", type=Path)
+    parser.add_argument("--json", type=Path, help="also write the figures here, by loop")
+    add_loop_option(parser)
     args = parser.parse_args()
-    result = asyncio.run(main(args.locks, args.hold, args.ttl))
+    result = on_each_loop(args.loop, lambda: main(args.locks, args.hold, args.ttl))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))

@@ -5,7 +5,8 @@ proxy hop). Rounds alternate: healthy, then node 0 delayed 20 ms each way.
 The decision is made at quorum, so the slow node should cost (almost)
 nothing. Afterwards every node is checked for leftover lock keys.
 
-Run: ``python benchmarks/slow_node.py [--seconds 1.0] [--rounds 5]``.
+Run: ``python benchmarks/slow_node.py [--seconds 1.0] [--rounds 5]
+[--loop asyncio|uvloop|both]``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from redlock_async import Redlock
 from redlock_async.testing import RedisNodes
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import Result, run_for, table
+from _common import Result, add_loop_option, on_each_loop, run_for, table
 
 
 async def main(seconds: float, rounds: int, delay: float) -> dict[str, float]:
@@ -73,8 +74,9 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=1.0)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--delay", type=float, default=0.020, help="seconds, each way")
-    parser.add_argument("--json", type=Path)
+    parser.add_argument("--json", type=Path, help="also write the figures here, by loop")
+    add_loop_option(parser)
     args = parser.parse_args()
-    figures = asyncio.run(main(args.seconds, args.rounds, args.delay))
+    figures = on_each_loop(args.loop, lambda: main(args.seconds, args.rounds, args.delay))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))

@@ -20,7 +20,8 @@ Besides rates and latencies it reports CPU per grant: this process's
 (``process_time``) and the Redis servers' (from ``/proc``, Linux only), so a
 gap between contenders can be told apart into client work and server work.
 
-Run: ``python benchmarks/throughput.py [--seconds 1.0] [--rounds 5] [--nodes 5]``.
+Run: ``python benchmarks/throughput.py [--seconds 1.0] [--rounds 5] [--nodes 5]
+[--loop asyncio|uvloop|both]``.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import cast
 
 import hiredis
 import redis.asyncio
@@ -45,7 +47,7 @@ from redlock_async._scripts import ACQUIRE, RELEASE
 from redlock_async.testing import RedisServer
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import Result, run_for, table
+from _common import Result, add_loop_option, on_each_loop, run_for, table
 
 Grant = Callable[[int], Awaitable[float | None]]
 _pack: Callable[[tuple[object, ...]], bytes] = hiredis.pack_command  # type: ignore[assignment]
@@ -63,8 +65,8 @@ class _Bare(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # Not isinstance(asyncio.Transport): uvloop's transports are not subclasses.
+        self.transport = cast(asyncio.Transport, transport)
 
     def send(self, payload: bytes, callback: Callable[[object], None]) -> None:
         self.pending.append(callback)
@@ -266,6 +268,24 @@ async def main(seconds: float, rounds: int, n_nodes: int) -> dict[str, dict[str,
             server.stop()
 
 
+def _compare_loops(figures: dict[str, dict[str, dict[str, float]]]) -> None:
+    """The headline ratios side by side, each against its own loop's floors."""
+    rows = []
+    for key in next(iter(figures.values())):
+        if "redlock_async" not in key:
+            continue
+        row: list[object] = [key]
+        for by_key in figures.values():
+            result = by_key[key]
+            row += [f"{result['grants_per_s']:,.0f}", f"{result['vs_floor_b']:.2f}x"]
+        rows.append(row)
+    headers: list[str] = ["workload/contender"]
+    for loop in figures:
+        headers += [f"{loop} grants/s", f"{loop} vs (b)"]
+    print("\nby event loop (each ratio against floor (b) on the same loop, same run):")
+    print(table(headers, rows))
+
+
 def _servers_cpu(servers: list[RedisServer]) -> float | None:
     """CPU seconds the servers have used (user + system), or None where /proc is missing."""
     total = 0.0
@@ -284,8 +304,11 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=1.0, help="length of one round")
     parser.add_argument("--rounds", type=int, default=5, help="rounds per contender")
     parser.add_argument("--nodes", type=int, default=5)
-    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--json", type=Path, help="also write the figures here, by loop")
+    add_loop_option(parser)
     args = parser.parse_args()
-    figures = asyncio.run(main(args.seconds, args.rounds, args.nodes))
+    figures = on_each_loop(args.loop, lambda: main(args.seconds, args.rounds, args.nodes))
+    if len(figures) > 1:
+        _compare_loops(figures)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))

@@ -4,7 +4,8 @@
 so reads always overlap). A writer arrives while the stream flows; its wait is
 recorded. The fairness claim: about the longest read ttl plus one retry.
 
-Run: ``python benchmarks/writer_wait.py [--readers 6] [--read-ttl 0.5] [--trials 10]``.
+Run: ``python benchmarks/writer_wait.py [--readers 6] [--read-ttl 0.5] [--trials 10]
+[--loop asyncio|uvloop|both]``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from redlock_async import Redlock
 from redlock_async.testing import RedisServer
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import table
+from _common import add_loop_option, on_each_loop, table
 
 
 async def trial(redlock: Redlock, readers: int, read_ttl: float) -> tuple[float, int]:
@@ -80,5 +81,6 @@ if __name__ == "__main__":
     parser.add_argument("--readers", type=int, default=6)
     parser.add_argument("--read-ttl", type=float, default=0.5)
     parser.add_argument("--trials", type=int, default=10)
+    add_loop_option(parser)
     args = parser.parse_args()
-    asyncio.run(main(args.readers, args.read_ttl, args.trials))
+    on_each_loop(args.loop, lambda: main(args.readers, args.read_ttl, args.trials))

@@ -1,20 +1,57 @@
-"""Parsing node URLs, and printing them without secrets."""
+"""Parsing node URLs, printing them without secrets, and telling servers apart.
+
+A URL's *display* form is built only from parts that are never secret: the
+scheme, the host, the port, a numeric database and a socket path. Anything
+that could be a user name or password is replaced by ``***`` or left out.
+When a URL can be read more than one way (a raw ``@``, ``/``, ``?`` or ``#``
+in a password), the display hides more, never less.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import os
+import re
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import unquote, unquote_plus
 
 from ._errors import ConfigurationError
 
-__all__ = ["Address", "connect", "parse_url", "redact_url"]
+__all__ = ["Address", "Endpoint", "connect", "node_identity", "parse_url", "redact_url"]
 
 P = TypeVar("P", bound=asyncio.Protocol)
 
+_SCHEMES = ("redis", "rediss", "unix")
+# Query keys the library understands; only ``db`` ever has its value shown.
 _QUERY_KEYS = frozenset({"db", "password", "username"})
+# Option names redis-py accepts in URLs: safe to name in "unsupported" errors.
+# Any other unknown key is not echoed (it may be a password written as a key).
+_OPTION_NAMES = frozenset(
+    {
+        "client_name",
+        "decode_responses",
+        "encoding",
+        "health_check_interval",
+        "max_connections",
+        "protocol",
+        "retry_on_timeout",
+        "socket_connect_timeout",
+        "socket_keepalive",
+        "socket_timeout",
+        "ssl_ca_certs",
+        "ssl_cert_reqs",
+        "ssl_certfile",
+        "ssl_check_hostname",
+        "ssl_keyfile",
+        "timeout",
+    }
+)
+_SCHEME = re.compile(r"[a-z][a-z0-9+.-]{0,15}")
+_HOST = re.compile(r"[a-z0-9_.-]+|\[[0-9a-f:.]+\]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,24 +68,122 @@ class Address:
     tls: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class _Parts:
+    """A URL cut into pieces; ``userinfo`` and ``query`` may hold secrets."""
+
+    scheme: str
+    userinfo: str | None
+    hostport: str
+    path: str
+    query: str
+    ambiguous: bool  # another reading would make ``hostport``/``path`` secret
+
+
+def _split(url: str) -> _Parts | None:
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return None
+    scheme = scheme.lower()
+    # RFC 3986 reading: the authority ends at the first "/", "?" or "#".
+    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    authority, tail = rest[:end], rest[end:]
+    ambiguous = False
+    if "@" in tail:
+        path, _, query = tail.partition("?")
+        if (
+            "@" not in path
+            and "@" not in query.partition("#")[2]
+            and all(
+                key in _QUERY_KEYS and "@" not in key_text
+                for key_text, key in (
+                    (item.partition("=")[0], unquote_plus(item.partition("=")[0]))
+                    for item in query.partition("#")[0].split("&")
+                    if "@" in item
+                )
+            )
+        ):
+            # "?password=p@ss": the RFC reading holds, but in another one
+            # everything before the last "@" is a password: show nothing.
+            ambiguous = True
+        else:
+            # A raw "/", "?" or "#" in a password: the userinfo runs to the
+            # last "@" (nothing after it is read as part of a password).
+            at = rest.rfind("@")
+            authority, tail = rest[: at + 1], rest[at + 1 :]
+            # ... unless the part before it may hold a query ("?password=a@b"):
+            # then what follows the "@" may be the rest of a password.
+            ambiguous = "=" in authority.partition("?")[2]
+            end = min((i for i in (tail.find(c) for c in "/?#") if i >= 0), default=len(tail))
+            authority, tail = authority + tail[:end], tail[end:]
+    userinfo: str | None = None
+    if "@" in authority:
+        userinfo, _, authority = authority.rpartition("@")
+    tail = tail.split("#", 1)[0]  # fragments mean nothing here, and are never shown
+    path, _, query = tail.partition("?")
+    return _Parts(scheme, userinfo, authority, path, query, ambiguous)
+
+
+def _query_items(query: str) -> list[tuple[str, str]]:
+    # Keys are compared after percent-decoding: "pass%77ord" is "password".
+    return [
+        (unquote_plus(key), value)
+        for key, value in (item.partition("=")[::2] for item in query.split("&") if item)
+    ]
+
+
+def _display(parts: _Parts) -> str:
+    scheme = parts.scheme if _SCHEME.fullmatch(parts.scheme) else "?"
+    if parts.ambiguous:
+        return f"{scheme}://***"
+    out = f"{scheme}://" + ("***@" if parts.userinfo is not None else "")
+    if scheme == "unix":
+        out += parts.path
+    else:
+        host, port = _host_port(parts.hostport)
+        if host is not None and _HOST.fullmatch(host):
+            out += host
+        if port is not None and _digits(port):
+            out += f":{port}"
+        if parts.path == "/" or _digits(parts.path.strip("/")):
+            out += parts.path
+    shown = []
+    for key, value in _query_items(parts.query):
+        if key == "db" and _digits(value):
+            shown.append(f"db={value}")
+        elif key in _QUERY_KEYS:
+            shown.append(f"{key}=***")
+    return f"{out}?{'&'.join(shown)}" if shown else out
+
+
+def _host_port(hostport: str) -> tuple[str | None, str | None]:
+    """``(host, port)`` of ``host[:port]`` or ``[v6][:port]``; None where absent."""
+    if hostport.startswith("["):
+        close = hostport.find("]")
+        if close < 0:
+            return None, None
+        host, rest = hostport[: close + 1], hostport[close + 1 :]
+        if rest and not rest.startswith(":"):
+            return None, None
+        return host.lower(), rest[1:] if rest else None
+    host, colon, port = hostport.partition(":")
+    if ":" in port:
+        return None, None
+    return (host.lower() or None), (port if colon else None)
+
+
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()
+
+
 def redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (userinfo and query)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable url>"
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, hostport = netloc.rpartition("@")
-        user = userinfo.split(":", 1)[0]
-        netloc = f"{user}:***@{hostport}" if ":" in userinfo else f"{user}@{hostport}"
-    query = "&".join(
-        "password=***" if item.split("=", 1)[0] == "password" else item
-        for item in parts.query.split("&")
-        if item
-    )
-    out = f"{parts.scheme}://{netloc}{parts.path}"
-    return f"{out}?{query}" if query else out
+    """``url`` shown without secrets: user names, passwords, unknown parameters
+    and fragments are hidden; only scheme, host, port, database and socket path
+    remain. Never raises."""
+    parts = _split(url)
+    if parts is None:
+        return "<url without scheme://>"
+    return _display(parts)
 
 
 def parse_url(url: str) -> Address:
@@ -56,40 +191,49 @@ def parse_url(url: str) -> Address:
 
     Raises ConfigurationError naming the (redacted) URL when it cannot be used.
     """
-    shown = redact_url(url)
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise ConfigurationError(f"cannot parse node URL {shown!r}: bad port") from exc
-    if parts.scheme not in ("redis", "rediss", "unix"):
+    parts = _split(url)
+    if parts is None:
+        raise ConfigurationError("a node URL must start with redis://, rediss:// or unix://")
+    shown = _display(parts)
+    if parts.scheme not in _SCHEMES:
         raise ConfigurationError(
             f"node URL {shown!r} must start with redis://, rediss:// or unix://"
         )
-    query = parse_qs(parts.query, keep_blank_values=True)
-    unknown = sorted(set(query) - _QUERY_KEYS)
+    query = _query_items(parts.query)
+    unknown = {key for key, _ in query} - _QUERY_KEYS
     if unknown:
-        raise ConfigurationError(f"node URL {shown!r} has unsupported parameter(s) {unknown}")
-    username = unquote(parts.username) if parts.username else None
-    password = unquote(parts.password) if parts.password is not None else None
-    if "password" in query:
-        password = query["password"][-1]
-    if "username" in query:
-        username = query["username"][-1]
-    db_text = query["db"][-1] if "db" in query else None
+        named = sorted(key for key in unknown if key in _OPTION_NAMES)
+        hidden = len(unknown) - len(named)
+        listed = ", ".join([*named, *([f"{hidden} not shown"] if hidden else [])])
+        raise ConfigurationError(f"node URL {shown!r} has unsupported parameter(s): {listed}")
+    values = {key: unquote_plus(value) for key, value in query}  # the last one wins
+    username = password = None
+    if parts.userinfo is not None:
+        user, colon, secret = parts.userinfo.partition(":")
+        username = unquote(user) or None
+        password = unquote(secret) if colon else None
+    password = values.get("password", password)
+    username = values.get("username", username)
+    db_text = values.get("db")
     if parts.scheme == "unix":
         if not parts.path:
             raise ConfigurationError(f"node URL {shown!r} names no socket path")
         return Address(
             shown, path=parts.path, db=_db(db_text, shown), username=username, password=password
         )
-    if not parts.hostname:
-        raise ConfigurationError(f"node URL {shown!r} names no host")
+    host, port_text = _host_port(parts.hostport)
+    if host is None or not _HOST.fullmatch(host):
+        raise ConfigurationError(f"node URL {shown!r} names no usable host")
+    port = 6379
+    if port_text is not None:
+        if not _digits(port_text) or not 0 < int(port_text) < 65536:
+            raise ConfigurationError(f"cannot parse node URL {shown!r}: bad port")
+        port = int(port_text)
     path_db = parts.path.strip("/")
     return Address(
         shown,
-        host=parts.hostname,
-        port=port or 6379,
+        host=host.strip("[]"),
+        port=port,
         db=_db(db_text if db_text is not None else (path_db or None), shown),
         username=username,
         password=password,
@@ -100,9 +244,55 @@ def parse_url(url: str) -> Address:
 def _db(text: str | None, shown: str) -> int:
     if text is None:
         return 0
-    if not text.isdigit():
+    if not _digits(text):
         raise ConfigurationError(f"node URL {shown!r} has a database that is not a number")
     return int(text)
+
+
+Endpoint = tuple[str, str, int]
+"""One way to reach a server: ``("tcp", ip, port)`` or ``("unix", realpath, 0)``."""
+
+
+def node_identity(
+    host: str | None, port: int = 6379, path: str | None = None
+) -> frozenset[Endpoint]:
+    """The endpoints of the server at ``host:port`` (or the unix socket ``path``).
+
+    Two nodes whose sets intersect are one server, whatever the database
+    number: each database would cast a vote of the same process. Host names
+    are resolved with ``socket.getaddrinfo`` when this is called (at
+    construction of a Redlock); a name that does not resolve is compared as
+    its lowercased literal, so ``localhost`` and ``127.0.0.1`` are told apart
+    only when resolution fails. Socket paths are compared after
+    ``os.path.realpath``. An empty set means "unknown": nothing to compare.
+    """
+    if path is not None:
+        return frozenset({("unix", os.path.realpath(path), 0)})
+    if host is None:
+        return frozenset()
+    literal = host.strip("[]").lower().rstrip(".")
+    try:
+        return frozenset({("tcp", _canonical_ip(literal), port)})
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(literal, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return frozenset({("tcp", literal, port)})
+    found = {
+        ("tcp", _canonical_ip(str(info[4][0]).split("%", 1)[0]), port)
+        for info in infos
+        if info[0] in (socket.AF_INET, socket.AF_INET6)
+    }
+    return frozenset(found) or frozenset({("tcp", literal, port)})
+
+
+def _canonical_ip(text: str) -> str:
+    """One spelling per IP address (raises ValueError if ``text`` is not one)."""
+    ip = ipaddress.ip_address(text)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ip)
 
 
 async def connect(address: Address, factory: Callable[[], P], timeout: float) -> P:

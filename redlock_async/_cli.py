@@ -24,7 +24,8 @@ from typing import Any, TextIO
 from ._address import parse_url, redact_url
 from ._errors import ConfigurationError, LockNotOwned, NodeError, describe_errors
 from ._keys import check_name, check_prefix, lock_key, rw_keys
-from ._redlock import Redlock
+from ._lock import Lock
+from ._redlock import Redlock, owned_client
 
 __all__ = ["EXIT_CODES", "main"]
 
@@ -250,61 +251,64 @@ async def _run(args: argparse.Namespace, cmd: list[str]) -> int:
             args.name, ttl=args.ttl, timeout=args.timeout, fencing=args.fencing,
             cancel_on_lost=False,
         )  # fmt: skip
-        # A signal while waiting for the lock gives up cleanly (nothing left
-        # on the nodes) and exits like the signal would have.
+        # One handler per signal for the whole run: swapping handlers between
+        # the wait and CMD's start would drop a signal that arrives in
+        # between (or leave it to the default action: death, keys left on
+        # the nodes). Until CMD has started, a signal gives up cleanly
+        # (nothing left on the nodes) and exits like the signal would have;
+        # from then on it is passed on to CMD.
         acquiring = asyncio.ensure_future(lock.acquire())
-        received: list[int] = []
-
-        def give_up(signum: int) -> None:
-            received.append(signum)
-            acquiring.cancel()
-
-        with _handling(loop, FORWARDED, give_up):
-            try:
-                acquired = await acquiring
-            except asyncio.CancelledError:
-                if not received:
-                    raise
-                _error(f"{signal.Signals(received[0]).name} while waiting for {args.name!r}")
-                return 128 + received[0]
-        if not acquired:
-            waited = "one attempt" if args.timeout == 0 else f"{args.timeout}s"
-            _error(f"lock {args.name!r} not acquired ({waited}): {_describe(lock.errors)}")
-            return EX_TEMPFAIL
-
-        env = dict(os.environ)
-        env["REDLOCK_LOCK_NAME"] = args.name
-        if lock.fencing_token is not None:
-            env["REDLOCK_FENCING_TOKEN"] = str(lock.fencing_token)
+        received: list[int] = []  # signals that came before CMD started
+        cmd_process: list[asyncio.subprocess.Process] = []  # CMD, once started
         # Not on a terminal, CMD gets its own process group: every signal
         # reaches it once (from us), and stopping it reaches its children
         # too. On a terminal it stays in the foreground group, so it can read
         # the terminal, and Ctrl-C / Ctrl-\\ reach it from the terminal itself.
         interactive = sys.stdin.isatty()
-        forwarded = [s for s in FORWARDED if not (interactive and s in _TERMINAL_SIGNALS)]
-        try:
-            process = await asyncio.create_subprocess_exec(
-                *cmd, env=env, process_group=None if interactive else 0
-            )
-        except FileNotFoundError:
-            await lock.release()
-            _error(f"command not found: {cmd[0]}")
-            return EX_NOT_FOUND
-        except PermissionError:
-            await lock.release()
-            _error(f"command not executable: {cmd[0]}")
-            return EX_CANNOT_EXECUTE
 
-        def forward(signum: int) -> None:
-            _signal(process, signum, group=not interactive)
+        def on_signal(signum: int) -> None:
+            if not cmd_process:
+                received.append(signum)
+                acquiring.cancel()  # a no-op once the wait is over
+            elif not (interactive and signum in _TERMINAL_SIGNALS):
+                _signal(cmd_process[0], signum, group=not interactive)
+            # else the terminal delivered it to CMD as well: CMD decides
 
-        def ignore(signum: int) -> None:
-            pass  # the terminal delivered it to CMD as well: CMD decides
+        with _handling(loop, FORWARDED, on_signal):
+            try:
+                acquired = await acquiring
+            except asyncio.CancelledError:
+                if not received:
+                    raise
+                acquired = False
+            if received:
+                if acquired:  # the grant came with the signal: give it back
+                    await _release(lock)
+                _error(f"{signal.Signals(received[0]).name} while waiting for {args.name!r}")
+                return 128 + received[0]
+            if not acquired:
+                waited = "one attempt" if args.timeout == 0 else f"{args.timeout}s"
+                _error(f"lock {args.name!r} not acquired ({waited}): {_describe(lock.errors)}")
+                return EX_TEMPFAIL
 
-        with (
-            _handling(loop, forwarded, forward),
-            _handling(loop, _TERMINAL_SIGNALS if interactive else (), ignore),
-        ):
+            env = dict(os.environ)
+            env["REDLOCK_LOCK_NAME"] = args.name
+            if lock.fencing_token is not None:
+                env["REDLOCK_FENCING_TOKEN"] = str(lock.fencing_token)
+            try:
+                process = await _spawn(cmd, env, own_group=not interactive)
+            except FileNotFoundError:
+                await lock.release()
+                _error(f"command not found: {cmd[0]}")
+                return EX_NOT_FOUND
+            except PermissionError:
+                await lock.release()
+                _error(f"command not executable: {cmd[0]}")
+                return EX_CANNOT_EXECUTE
+            cmd_process.append(process)
+            for signum in received:  # came while CMD was starting: CMD's now
+                on_signal(signum)
+
             exited = asyncio.ensure_future(process.wait())
             lost = asyncio.ensure_future(lock.lost_event.wait())
             await asyncio.wait({exited, lost}, return_when=asyncio.FIRST_COMPLETED)
@@ -317,13 +321,33 @@ async def _run(args: argparse.Namespace, cmd: list[str]) -> int:
             lost.cancel()
         code = process.returncode
         assert code is not None
-        try:
-            await lock.release()
-        except LockNotOwned as exc:  # expired or lost at the very end: CMD has finished
-            _error(f"release: {exc}")
-        except Exception as exc:  # the lock expires by itself; CMD's code still counts
-            _error(f"release: {exc}")
+        await _release(lock)
         return code if code >= 0 else 128 - code  # killed by signal N: 128+N, like a shell
+
+
+async def _release(lock: Lock) -> None:
+    try:
+        await lock.release()
+    except LockNotOwned as exc:  # expired or lost at the very end: CMD has finished
+        _error(f"release: {exc}")
+    except Exception as exc:  # the lock expires by itself; CMD's code still counts
+        _error(f"release: {exc}")
+
+
+async def _spawn(
+    cmd: list[str], env: dict[str, str], *, own_group: bool
+) -> asyncio.subprocess.Process:
+    """Start CMD; with ``own_group``, as the leader of a new process group."""
+    if not own_group:
+        return await asyncio.create_subprocess_exec(*cmd, env=env)
+    try:
+        return await asyncio.create_subprocess_exec(*cmd, env=env, process_group=0)
+    except ValueError as exc:
+        # uvloop's loops refuse process_group (asyncio's take it since 3.11),
+        # before starting anything: do the same setpgid(0, 0) in the child.
+        if "process_group" not in str(exc):
+            raise
+        return await asyncio.create_subprocess_exec(*cmd, env=env, preexec_fn=os.setpgrp)
 
 
 def _signal(process: asyncio.subprocess.Process, signum: int, *, group: bool) -> None:
@@ -363,7 +387,6 @@ def _handling(
 
 
 async def _status(args: argparse.Namespace) -> int:
-    import redis.asyncio
 
     name = check_name(args.name)
     urls = _urls(args)
@@ -376,9 +399,9 @@ async def _status(args: argparse.Namespace) -> int:
 
     async def one(url: str) -> dict[str, Any]:
         row: dict[str, Any] = {"node": redact_url(url)}
-        client = redis.asyncio.Redis.from_url(
-            url, socket_timeout=timeout, socket_connect_timeout=timeout
-        )
+        # From the parsed address, not the URL: redis-py reads a raw "/" or
+        # "?" in a password differently, and its error quoted part of it.
+        client = owned_client(parse_url(url), timeout)
         try:
             async with asyncio.timeout(timeout * 2):
                 pipe = client.pipeline(transaction=False)

@@ -13,12 +13,30 @@ from typing import TYPE_CHECKING, TypedDict
 
 from ._errors import ConfigurationError
 from ._keys import check_prefix
+from ._timing import CLOCK_DRIFT_FLOOR
 from ._timing import ttl_ms as _whole_ms
 
 if TYPE_CHECKING:
     from ._lock import Lock
 
-__all__ = ["LockKeywords", "LockOptions", "OnLost", "RedlockConfig", "check_seconds"]
+__all__ = [
+    "MAX_TTL",
+    "MIN_TTL",
+    "LockKeywords",
+    "LockOptions",
+    "OnLost",
+    "RedlockConfig",
+    "check_seconds",
+    "check_ttl",
+]
+
+MIN_TTL = 0.01
+"""The shortest ttl accepted, seconds (10 ms): shorter grants would expire
+before a round trip to the nodes could confirm them."""
+MAX_TTL = 366 * 24 * 3600.0
+"""The longest ttl accepted, seconds (a year and a day): every Redis takes it
+as PX/PEXPIRE milliseconds, far from the 64-bit overflow that makes nodes
+refuse a grant, and a node restarted later is quarantined at most this long."""
 
 OnLost = Callable[["Lock"], object]
 
@@ -53,6 +71,28 @@ def check_seconds(
     return seconds
 
 
+def check_ttl(name: str, value: object, drift_factor: float) -> float:
+    """Validate a ttl for a Redlock with ``drift_factor``; raise ConfigurationError naming ``name``.
+
+    Accepted: ``MIN_TTL <= ttl <= MAX_TTL`` and a positive validity once the
+    drift allowance (``ttl * drift_factor + 0.002``) is taken off: a ttl that
+    could never be granted is refused here, not by every attempt.
+    """
+    ttl = _seconds(name, value, positive=True)
+    if ttl < MIN_TTL:
+        raise ConfigurationError(f"{name} must be at least {MIN_TTL} s, not {value!r}")
+    if ttl > MAX_TTL:
+        raise ConfigurationError(
+            f"{name} must be at most {MAX_TTL:.0f} s (MAX_TTL, about a year), not {value!r}"
+        )
+    if ttl * (1.0 - drift_factor) <= CLOCK_DRIFT_FLOOR:
+        raise ConfigurationError(
+            f"{name}={value!r} leaves no validity with drift_factor={drift_factor}: "
+            f"{name} * (1 - drift_factor) must exceed {CLOCK_DRIFT_FLOOR} s"
+        )
+    return ttl
+
+
 def _seconds(name: str, value: object, *, positive: bool = False) -> float:
     checked = check_seconds(name, value, positive=positive)
     assert checked is not None
@@ -66,7 +106,10 @@ class RedlockConfig:
     prefix: str = "redlock:"
     """Namespace of every key the library writes. Default ``"redlock:"``."""
     node_timeout: float = 0.05
-    """Per-node, per-command timeout in seconds. Default 0.05."""
+    """Per-node, per-command timeout in seconds. Default 0.05; ``Redlock``
+    (``node_timeout=None``) picks it per driver: 0.05 when every node uses the
+    lean driver (``redis://``, ``unix://`` URLs), 0.25 when any goes through
+    redis-py (``rediss://`` URLs, client objects)."""
     drift_factor: float = 0.01
     """Clock drift allowance as a fraction of ttl, in [0, 1). Default 0.01."""
     retry_delay: float = 0.2
@@ -105,7 +148,8 @@ class LockOptions:
     """Settings of one lock object, as given to ``Redlock.lock()``."""
 
     ttl: float = 30.0
-    """Validity of one grant, seconds, > 0. Default 30.0."""
+    """Validity of one grant, seconds, in [MIN_TTL, MAX_TTL] (10 ms to a year and
+    a day) and longer than its drift allowance. Default 30.0."""
     auto_extend: bool = True
     """Renew in the background until release. Default True."""
     timeout: float | None = None
@@ -122,9 +166,8 @@ class LockOptions:
     """``ttl`` in whole milliseconds, rounded down (derived)."""
 
     def __post_init__(self) -> None:
-        ttl = _seconds("ttl", self.ttl, positive=True)
-        if ttl < 0.001:
-            raise ConfigurationError(f"ttl must be at least 0.001 s (1 ms), not {self.ttl!r}")
+        # The drift-aware bound needs the Redlock's drift_factor: Redlock.lock() checks it.
+        ttl = check_ttl("ttl", self.ttl, 0.0)
         object.__setattr__(self, "ttl", ttl)
         # Computed once here: every grant sends it.
         object.__setattr__(self, "ttl_ms", _whole_ms(ttl))

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from ._config import RedlockConfig
 from ._errors import RedlockError
 from ._keys import lock_key
-from ._node import Command, Node
+from ._node import Command, Node, Unsent
 from ._quorum import Quorum, Tally, quorum_of
 from ._restarts import TtlLedger
 from ._wake import WakeHub
@@ -97,12 +97,16 @@ class Core:
         self.new_token = token_factory if token_factory is not None else TokenPool()
         self._rng = rng or random.Random()
         self.closed = False
+        # aclose() has begun: no new attempt starts, while what is in flight
+        # settles and is cleaned up (cleanups still go out until closed).
+        self.closing = False
         self.ttls = ttls or TtlLedger()  # the longest ttl granted: quarantine length
         self._keys: dict[str, bytes] = {}
         # Injected by the Redlock: renewal sits above the lock in the import order.
         self.start_renewal: Callable[[Lock], None] = start_renewal or _no_renewal
-        # Locks with a background renewal scheduled, so closing can stop them.
-        self.renewing: weakref.WeakSet[Lock] = weakref.WeakSet()
+        # Locks holding a grant, so that closing (or a fork) can tell them.
+        self.held: weakref.WeakSet[Lock] = weakref.WeakSet()
+        self._quorum.on_rehome = self._rehome
 
     def key_for(self, name: str) -> bytes:
         """The lock key of ``name``; recent names are remembered (handlers reuse them)."""
@@ -115,7 +119,7 @@ class Core:
         return key
 
     def check_open(self) -> None:
-        if self.closed:
+        if self.closing:  # set by close() too
             raise RedlockError("this Redlock is closed")
 
     def retry_delay(self) -> float:
@@ -124,10 +128,31 @@ class Core:
         return config.retry_delay + self._rng.uniform(0.0, config.retry_jitter)
 
     def close(self) -> None:
+        self.closing = True
         self.closed = True
         self._quorum.close()
 
-    def undo(self, tally: Tally, release: Command) -> None:
+    async def drain(self, timeout: float) -> None:
+        """Let fan-outs in flight settle, for ``aclose()`` (see Quorum.drain)."""
+        await self._quorum.drain(timeout)
+
+    def _rehome(self) -> None:
+        """The fan-outs moved to another event loop, or this is a forked child.
+
+        Connections, subscriptions and renewals of the old loop are forgotten
+        (not closed: in a forked child they are the parent's). Grants are
+        lost here: in a child they are the parent's, and after a loop ended
+        nothing renewed them. Nothing is sent for them.
+        """
+        for node in self.nodes:
+            node.reset()
+        if self.wake is not None:
+            self.wake.reset()
+        held, self.held = list(self.held), weakref.WeakSet()
+        for lock in held:
+            lock._orphaned()
+
+    def undo(self, tally: Tally, release: Command, until: float = 0.0) -> None:
         """Run ``release`` wherever ``tally``'s command may have taken effect.
 
         That is every node that said yes, failed (a broken connection may still
@@ -138,10 +163,14 @@ class Core:
         targets = [
             index
             for index, reply in enumerate(tally.replies)
-            if not (type(reply) is int and reply == 0)  # a plain "no" wrote nothing
+            # A plain "no" wrote nothing; a command never written ran nowhere.
+            if not (type(reply) is int and reply == 0) and not isinstance(reply, Unsent)
         ]
         if targets and not self.closed:
-            self.fanout(release, after=tally, only=targets)
+            cleanup = self.fanout(release, after=tally, only=targets)
+            # Until when a key it left can still be there (never more than
+            # the longest ttl granted from now): resend where connections fail.
+            cleanup.resend_until = until or time.monotonic() + self.ttls.longest
 
 
 def _no_renewal(lock: Lock) -> None:

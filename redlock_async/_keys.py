@@ -26,6 +26,7 @@ def check_name(name: object) -> str:
         raise ConfigurationError(f"name must be a str, not {type(name).__name__}")
     if not name:
         raise ConfigurationError("name must be a non-empty str")
+    lock_key("", name)  # raises for names that cannot be encoded
     return name
 
 
@@ -36,12 +37,27 @@ def check_prefix(prefix: object) -> str:
         raise ConfigurationError(
             f"prefix={prefix!r} may not contain braces: the library owns the hash tag"
         )
+    try:
+        prefix.encode()
+    except UnicodeEncodeError as exc:
+        raise ConfigurationError(
+            f"prefix={prefix!r} cannot be encoded as UTF-8: {exc.reason}"
+        ) from None
     return prefix
 
 
 def lock_key(prefix: str, name: str) -> bytes:
-    """The key holding an exclusive grant's token."""
-    return f"{prefix}{{{name.translate(_ESCAPES)}}}".encode()
+    """The key holding an exclusive grant's token.
+
+    Raises ConfigurationError when ``name`` (or ``prefix``) cannot be encoded
+    as UTF-8, e.g. a lone surrogate such as ``"a\\ud800"``.
+    """
+    try:
+        return f"{prefix}{{{name.translate(_ESCAPES)}}}".encode()
+    except UnicodeEncodeError as exc:
+        raise ConfigurationError(
+            f"name {name!r} cannot be encoded as UTF-8 for a Redis key: {exc.reason}"
+        ) from None
 
 
 def rw_keys(prefix: str, name: str) -> tuple[bytes, bytes, bytes]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from types import MappingProxyType, TracebackType
 from typing import Final, Literal, Self
 
-from ._config import LockOptions, RedlockConfig, check_seconds
+from ._config import LockOptions, RedlockConfig, check_seconds, check_ttl
 from ._core import Core
 from ._errors import (
     LockLost,
@@ -217,6 +217,8 @@ class Lock:
             while True:
                 # One attempt, inlined (no coroutine per attempt: this is the
                 # hot path of every acquisition).
+                if core.closing:
+                    core.check_open()  # raises: aclose() has begun
                 token = core.new_token()
                 command = self._acquire_command(token, ttl)
                 # Recorded before sending: a node may keep this grant even if
@@ -240,6 +242,11 @@ class Lock:
                     # Validity is judged after the write-back: it is part of the grant.
                     now = core.clock()
                     left = validity(ttl, started, now, core.config.drift_factor)
+                    if left > 0 and core.closing:
+                        # Granted while aclose() waited for attempts in flight:
+                        # nobody will hold it. Released, and the caller told.
+                        core.undo(tally, self._release_command(token))
+                        core.check_open()  # raises
                     if left > 0:
                         self._grant = Grant(token, ttl, now + left, tally, fencing)
                         self._lost = False
@@ -247,6 +254,7 @@ class Lock:
                         if self._lost_event is not None:
                             self._lost_event.clear()
                         self._errors = _NO_ERRORS
+                        core.held.add(self)  # so that aclose() and forks can tell it
                         if options.auto_extend:
                             core.start_renewal(self)
                         granted = True
@@ -255,6 +263,8 @@ class Lock:
                 core.undo(tally, self._release_command(token))
 
                 # Refused: what next.
+                if core.closing:
+                    core.check_open()  # raises: nothing can be granted any more
                 if first:
                     first = False
                     if not blocking or limit == 0:
@@ -262,9 +272,14 @@ class Lock:
                     if core.wake is not None:
                         # Listen for releases, then try once more at once: a
                         # release that came before the subscription would
-                        # otherwise be missed.
-                        subscription = await core.wake.subscribe(self._key + b":wake")
-                        continue
+                        # otherwise be missed. The deadline bounds the wait
+                        # for the nodes' confirmations too.
+                        wait = core.config.node_timeout
+                        if deadline is not None:
+                            wait = min(wait, deadline - core.clock())
+                        if wait > 0:
+                            subscription = await core.wake.subscribe(self._key + b":wake", wait)
+                            continue
                 delay = core.retry_delay()
                 if fair:  # attempts are also the queue entry's heartbeat
                     delay = min(delay, fair_heartbeat(core.config) / 3)
@@ -400,9 +415,14 @@ class Lock:
         object holds no grant.
         """
         grant = self._require_grant()
-        new_ttl = self._options.ttl if ttl is None else check_seconds("ttl", ttl, positive=True)
+        new_ttl = (
+            self._options.ttl
+            if ttl is None
+            else check_ttl("ttl", ttl, self._core.config.drift_factor)
+        )
         assert new_ttl is not None
         core = self._core
+        core.check_open()
         await self._settle_renewal()
         self._cancel_renewal_timer()
         try:
@@ -442,19 +462,24 @@ class Lock:
         that they no longer held it, or its validity had already ended;
         LockLost when it had been lost. When failing or slow nodes leave the
         outcome unknown, it logs a warning instead: the keys expire anyway.
+
+        Cancellation-safe: the grant is dropped and the release sent before
+        the first await, so a cancelled release still releases (nodes whose
+        connection fails get it again until the key would have expired).
         """
         grant = self._grant
         if grant is None:
             grant = self._require_grant()  # raises
-        if self._renewing is not None:
-            await self._settle_renewal()
-            if self._grant is not grant:  # lost while the renewal settled
-                raise self._lost_error or LockLost(f"lock {self._name!r} was lost")
+        # No waiting for a renewal in flight: the grant is forgotten first
+        # (its outcome is then ignored), and a renewal that lands after the
+        # release finds the key gone - extend.lua never re-creates a key.
         self._drop(grant)
         core = self._core
         expired = core.clock() >= grant.validity_end
         announce = core.wake is not None
         tally = core.fanout(self._release_command(grant.token, announce), after=grant.acquired)
+        # Resend where a connection fails, for as long as the key may live.
+        tally.resend_until = time.monotonic() + grant.ttl
         released = await tally.decided
         if expired:
             raise LockNotOwned(
@@ -479,11 +504,28 @@ class Lock:
         """Forget ``grant`` locally and stop renewing it."""
         if self._grant is grant:
             self._grant = None
+        self._renewing = None
         if self._renew_timer is not None:
             self._renew_timer.cancel()
             self._renew_timer = None
-        if self._options.auto_extend:
-            self._core.renewing.discard(self)
+        self._core.held.discard(self)
+
+    def _orphaned(self) -> None:
+        """Its grant belongs to another event loop or the parent process: lost, silently.
+
+        Nothing is sent (in a forked child, the parent still holds the grant)
+        and no task is cancelled (they belong to the old loop).
+        """
+        if self._grant is not None:
+            self._grant = None
+            self._renewing = None
+            self._renew_timer = None  # a handle of the old loop: dropped, not cancelled
+            self._body_task = None
+            self._lost = True
+            self._lost_error = LockLost(
+                f"lock {self._name!r} was lost: it was held on another event loop "
+                "or by the parent process before a fork"
+            )
 
     # -- renewal bookkeeping (the scheduling itself lives in _renew.py) --------
 
@@ -509,7 +551,9 @@ class Lock:
         self._lost_error = error
         _log.warning("redlock_async: %s", error)
         # Remnants on a minority would only block the next holder until expiry.
-        self._core.undo(grant.acquired, self._release_command(grant.token))
+        self._core.undo(
+            grant.acquired, self._release_command(grant.token), time.monotonic() + grant.ttl
+        )
         if self._lost_event is not None:
             self._lost_event.set()
         on_lost = self._options.on_lost

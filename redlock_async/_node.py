@@ -29,10 +29,37 @@ from ._address import Address
 from ._errors import NodeError
 from ._scripts import Script
 
-__all__ = ["Arg", "Command", "Node", "Reply", "Sink", "stall_limit"]
+__all__ = ["Arg", "Command", "Node", "Reply", "Sink", "Unsent", "stall_limit", "unsent"]
 
 Reply = int | bytes | list[object] | None | NodeError
 Arg = bytes | str | int
+
+
+class Unsent:
+    """Marks the error of a command that was never written to its node.
+
+    It cannot have run there, so nothing needs undoing or resending (a node
+    down or backing off would otherwise collect a resend per release).
+    """
+
+
+_UNSENT_TYPES: dict[type[NodeError], type[NodeError]] = {}
+
+
+def unsent(error: NodeError) -> NodeError:
+    """A copy of ``error`` marked :class:`Unsent`, of the same (public) type.
+
+    The marked type is a subclass that keeps the original's name, so
+    ``.errors`` shows users the error they know.
+    """
+    cls = type(error)
+    marked = _UNSENT_TYPES.get(cls)
+    if marked is None:
+        namespace = {"__module__": cls.__module__, "__qualname__": cls.__qualname__}
+        marked = _UNSENT_TYPES[cls] = type(cls.__name__, (cls, Unsent), namespace)
+    copy = marked(*error.args)
+    copy.__cause__ = error.__cause__
+    return copy
 
 
 class Command:
@@ -103,6 +130,14 @@ class Node(Protocol):
 
     def check_stall(self) -> None:
         """Told that a command on this node outlived ``node_timeout``."""
+        ...
+
+    def reset(self) -> None:
+        """Forget connections made on another event loop or before a fork.
+
+        Never touch them: a forked child shares them with its parent.
+        Commands in flight on them are abandoned (their tallies with them).
+        """
         ...
 
     async def aclose(self) -> None:

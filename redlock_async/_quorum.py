@@ -14,6 +14,7 @@ reaches nodes whose reply has not arrived yet.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 import time
@@ -22,13 +23,15 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import Any
 
-from ._errors import NodeError, NodeTimeoutError
-from ._node import Command, Node, Reply
+from ._errors import NodeConnectionError, NodeError, NodeTimeoutError, RedlockError
+from ._node import Command, Node, Reply, Unsent
 
 # Sends one command to every node of a quorum; the sink is the fan-out's tally.
 RunAll = Callable[[Sequence[Any], Command, "Tally"], None]
 
 __all__ = ["PENDING", "Quorum", "Tally", "is_yes", "outcome", "quorum_of"]
+
+_log = logging.getLogger("redlock_async")
 
 
 class _Pending:
@@ -85,6 +88,7 @@ class Tally:
         "no",
         "quorum",
         "replies",
+        "resend_until",
     )
 
     def __init__(
@@ -107,6 +111,10 @@ class Tally:
         self._waiters: dict[int, list[Callable[[Reply], None]]] | None = None
         # The deadline queue holding this tally until every node answered.
         self._due: dict[Tally, None] | None = None
+        # Cleanups (releases) set this: a node whose connection failed gets
+        # the command again, with backoff, until this monotonic time (when
+        # the key it cleans up has expired anyway). 0: never resent.
+        self.resend_until = 0.0
 
     @property
     def nodes(self) -> tuple[Node, ...]:
@@ -129,6 +137,8 @@ class Tally:
         else:
             if not isinstance(reply, NodeError):
                 self.no += 1  # a refusal (failures are counted from replies)
+            elif self.resend_until and self.command is not None:
+                _resend(self, index, reply)
             self._no_short -= 1
             if not self._no_short and not self.decided.done():
                 self.decided.set_result(False)
@@ -233,6 +243,16 @@ class Quorum:
         # per fan-out.
         self._now: Callable[[], float] = time.monotonic
         self._new_future: Callable[[], asyncio.Future[bool]] = _no_loop
+        # The loop the nodes' connections live on, and the process: a fan-out
+        # from another loop or a forked child must not touch them (see _bind_loop).
+        self._home: asyncio.AbstractEventLoop | None = None
+        self._home_pid = 0
+        # Told when the quorum moves to a new home: the owner forgets
+        # connections and grants of the old one (Core.rehome).
+        self.on_rehome: Callable[[], None] = _nothing
+        self.closed = False
+        # Pending resends of cleanups (see _Resend): cancelled on close.
+        self._resends: set[asyncio.TimerHandle] = set()
         _quorums.add(self)
 
     def fanout(
@@ -283,6 +303,8 @@ class Quorum:
 
     def _bind_loop(self) -> asyncio.AbstractEventLoop:
         loop = asyncio.get_running_loop()
+        if loop is not self._home:
+            self._move_home(loop)
         if isinstance(loop, asyncio.BaseEventLoop) and hasattr(loop, "_thread_id"):
             self._loop = loop
         else:
@@ -294,6 +316,53 @@ class Quorum:
         else:
             self._new_future = loop.create_future
         return loop
+
+    def _move_home(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start using ``loop``: connections, timers and grants live on one loop.
+
+        After a fork, or once the old loop has stopped (a second
+        ``asyncio.run()``), everything made on the old loop is forgotten -
+        never touched: in a forked child, the old loop's selector is shared
+        with the parent. While the old loop still runs (another thread), the
+        call fails at once: nothing made on one loop may be used from another.
+        """
+        home = self._home
+        pid = os.getpid()
+        if home is not None:
+            if pid == self._home_pid and home.is_running():
+                raise RedlockError(
+                    "this Redlock is in use on another event loop, which is still running "
+                    "(another thread?); create one Redlock per event loop, or use "
+                    "redlock_async.sync from threads"
+                )
+            self._loop = None
+            self._timer = None  # a handle of the old loop: dropped, not cancelled
+            self._resends = set()
+            self._due = {}
+            self.on_rehome()
+        self._home = loop
+        self._home_pid = pid
+
+    async def drain(self, timeout: float) -> None:
+        """Wait until no fan-out has replies missing (or ``timeout`` passed).
+
+        For ``aclose()``: attempts in flight decide and send their cleanups,
+        and the cleanups' replies come back, before the connections close
+        (closing a connection throws its unread replies away).
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        # Polled: aclose() is rare, and a notification would cost every
+        # fan-out a check on the hot path.
+        while loop.time() < deadline:
+            if not self._due:
+                # The tasks whose fan-outs just decided take their next step
+                # (a cleanup is a new fan-out) in the next loop iterations.
+                for _ in range(3):
+                    await asyncio.sleep(0)
+                if not self._due:
+                    return
+            await asyncio.sleep(0.005)
 
     def _sweep(self) -> None:
         self._timer = None
@@ -313,6 +382,10 @@ class Quorum:
             self._timer = loop.call_at(next(iter(due)).deadline, self._sweep)
 
     def close(self) -> None:
+        self.closed = True
+        resends, self._resends = self._resends, set()
+        for handle in resends:
+            handle.cancel()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -323,6 +396,92 @@ class Quorum:
 
 
 _get_ident = threading.get_ident
+
+
+def _nothing() -> None:
+    return None
+
+
+# Per-node resends of a cleanup: first after 50 ms, doubling up to 1 s.
+_RESEND_FIRST = 0.05
+_RESEND_MAX = 1.0
+
+
+class _Resend:
+    """Sends a cleanup (a compare-and-delete: safe to repeat) to one node again.
+
+    A release whose connection broke (a killed connection, a node that
+    restarted, a stall that dropped it) may never have run, and its key
+    would then block everyone for a whole ttl. Resent after a backoff, on a
+    new connection, until ``until``; its outcome is only logged.
+    """
+
+    __slots__ = ("command", "delay", "group", "handle", "index", "node", "until")
+
+    def __init__(
+        self, group: Quorum, node: Node, index: int, command: Command, until: float
+    ) -> None:
+        self.group = group
+        self.node = node
+        self.index = index
+        self.command = command
+        self.until = until
+        self.delay = _RESEND_FIRST
+        self.handle: asyncio.TimerHandle | None = None
+
+    def schedule(self) -> None:
+        group = self.group
+        if group.closed:
+            return  # aclose(): what was not delivered by now expires with its ttl
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # the loop is gone: the key expires with its ttl
+        if time.monotonic() + self.delay < self.until:
+            # Kept by the quorum, so that closing cancels it: a resend firing
+            # after aclose() would open a new connection on a closing loop.
+            self.handle = loop.call_later(self.delay, self._fire)
+            group._resends.add(self.handle)
+            self.delay = min(self.delay * 2, _RESEND_MAX)
+
+    def _fire(self) -> None:
+        group = self.group
+        if self.handle is not None:
+            group._resends.discard(self.handle)
+        if not group.closed:
+            self.node.run(self.command, self)
+
+    def settle(self, index: int, reply: Reply) -> None:
+        # Once resending, a resend that could not even be written (the node
+        # still down) does not end the chain: the original may still run.
+        if _failed_with_connection(self.node, reply):
+            self.schedule()
+        else:
+            _log.debug("redlock_async: %s resent to %s: %r", self.command, self.node.name, reply)
+
+
+def _failed_with_connection(node: Node, reply: Reply) -> bool:
+    """Did the command fail with its connection (so it may not have run)?
+
+    A timeout counts on ordered nodes only: there it means the stall detector
+    dropped the connection. Through redis-py a timeout leaves the command
+    running on a pooled connection, and resending to a node that is not
+    answering only piles up connections.
+    """
+    if isinstance(reply, NodeConnectionError):
+        return True
+    return isinstance(reply, NodeTimeoutError) and node.ordered
+
+
+def _resend(tally: Tally, index: int, reply: NodeError) -> None:
+    node = tally.nodes[index]
+    # A command never written (node down, backing off) needs no resend: what
+    # it cleans up was never written there either, or was cleaned up by the
+    # chain of the command that was.
+    if isinstance(reply, Unsent):
+        return
+    if tally.command is not None and _failed_with_connection(node, reply):
+        _Resend(tally.group, node, index, tally.command, tally.resend_until).schedule()
 
 
 def _no_loop() -> asyncio.Future[bool]:

@@ -14,7 +14,7 @@ import redis.exceptions
 from redis.asyncio import Redis, RedisCluster
 
 from ._errors import NodeConnectionError, NodeError, NodeResponseError, NodeTimeoutError
-from ._node import Command, Reply, Sink, stall_limit
+from ._node import Command, Reply, Sink, stall_limit, unsent
 from ._restarts import Restarts
 from ._scripts import SERVER_ID
 
@@ -36,6 +36,11 @@ _ERROR_CODES: tuple[tuple[type[Exception], str], ...] = (
 )
 
 
+# How redis-py words a failure to connect ("Error 111 connecting to h:p."):
+# the command was never written.
+_CONNECTING = "connecting to"
+
+
 def translate(exc: BaseException, name: str) -> NodeError:
     """Map a driver exception onto the library's tree (the one translation point)."""
     if isinstance(exc, NodeError):
@@ -47,6 +52,9 @@ def translate(exc: BaseException, name: str) -> NodeError:
     if isinstance(exc, redis.exceptions.TimeoutError | TimeoutError):
         return NodeTimeoutError(f"{name}: {text}")
     if isinstance(exc, redis.exceptions.ConnectionError | OSError):
+        return NodeConnectionError(f"{name}: {text}")
+    if isinstance(exc, RuntimeError) and "handler is closed" in text:
+        # uvloop's word for writing to a connection that is gone.
         return NodeConnectionError(f"{name}: {text}")
     if isinstance(exc, redis.exceptions.ResponseError):
         return NodeResponseError(text)
@@ -105,7 +113,10 @@ class RedisPyNode:
                 return
             exc = task.exception()
             if exc is not None:
-                sink.settle(index, translate(exc, self._name))
+                error = translate(exc, self._name)
+                if isinstance(exc, redis.exceptions.ConnectionError) and _CONNECTING in str(exc):
+                    error = unsent(error)  # refused at connect: never written
+                sink.settle(index, error)
                 return
             reply = _reply(task.result())
             restarts = self.restarts
@@ -136,37 +147,48 @@ class RedisPyNode:
         redis-py reconnects on its own, so a restart can only be seen by
         asking: the pipeline keeps the two in order, so a vote from a server
         that just restarted is judged with that knowledge.
+
+        After a NOSCRIPT (scripts are loaded on first use, and again after a
+        SCRIPT FLUSH) only what did not run is resent, as EVAL: an acquire
+        that ran must not run again (it would answer 0 to its own grant).
+        Resending is safe for ordering here, unlike on the lean driver: the
+        cleanup of this attempt is chained after this command's outcome.
         """
         keys, script = command.keys, command.script
-        for use_sha in (True, False):
+        pipe = self._client.pipeline(transaction=False)
+        pipe.evalsha(SERVER_ID.sha.decode(), 0)
+        pipe.evalsha(script.sha.decode(), len(keys), *keys, *command.args)
+        server, result = await pipe.execute(raise_on_error=False)
+        if isinstance(result, redis.exceptions.NoScriptError):
+            # The script did not run: both again, in order, as EVAL.
             pipe = self._client.pipeline(transaction=False)
-            if use_sha:
-                pipe.evalsha(SERVER_ID.sha.decode(), 0)
-                pipe.evalsha(script.sha.decode(), len(keys), *keys, *command.args)
-            else:
-                pipe.eval(SERVER_ID.source.decode(), 0)
-                pipe.eval(script.source.decode(), len(keys), *keys, *command.args)
+            pipe.eval(SERVER_ID.source.decode(), 0)
+            pipe.eval(script.source.decode(), len(keys), *keys, *command.args)
             server, result = await pipe.execute(raise_on_error=False)
-            if use_sha and (
-                isinstance(result, redis.exceptions.NoScriptError)
-                or isinstance(server, redis.exceptions.NoScriptError)
-            ):
-                # A vote must never be judged without knowing the server
-                # (a restart empties the script cache): both again, as EVAL.
-                # A grant the first round made answers 0 now; cleanup by
-                # token removes it.
-                continue
-            if isinstance(server, list) and len(server) == 2 and self.restarts is not None:
-                run_id, uptime = server
-                self.restarts.observe_fields(
-                    run_id.encode() if isinstance(run_id, str) else bytes(run_id),
-                    float(uptime),
-                    asyncio.get_running_loop().time(),
-                )
-            if isinstance(result, Exception):
-                raise result
-            return result
-        raise AssertionError("unreachable")
+        elif isinstance(server, redis.exceptions.NoScriptError):
+            # The script ran but the server was not asked who it is: ask now.
+            # A restart in between is seen as one and quarantines this vote.
+            server = await self._client.eval(SERVER_ID.source.decode(), 0)
+        if isinstance(server, list) and len(server) == 2 and self.restarts is not None:
+            run_id, uptime = server
+            self.restarts.observe_fields(
+                run_id.encode() if isinstance(run_id, str) else bytes(run_id),
+                float(uptime),
+                asyncio.get_running_loop().time(),
+            )
+        elif isinstance(server, redis.exceptions.ResponseError) and self.restarts is not None:
+            # INFO refused inside server_id.lua (an ACL without +info): fail closed.
+            self.restarts.unknown(server)
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def reset(self) -> None:
+        # Tasks of the old loop are abandoned; a client we made drops its
+        # pooled connections (made on that loop, or the parent's after a fork).
+        self._tasks = set()
+        if self._owned and isinstance(self._client, Redis):
+            self._client.connection_pool.reset()  # type: ignore[no-untyped-call]
 
     def check_stall(self) -> None:
         # Nothing to do: each command task carries its own stall bound.

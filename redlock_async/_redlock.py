@@ -13,13 +13,15 @@ from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar, Unpack
 
 from redis.asyncio import Redis, RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
-from ._address import parse_url, redact_url
-from ._config import LockKeywords, LockOptions, OnLost, RedlockConfig
+from ._address import Address, Endpoint, node_identity, parse_url, redact_url
+from ._config import LockKeywords, LockOptions, OnLost, RedlockConfig, check_ttl
 from ._core import Core
 from ._errors import ConfigurationError
 from ._lock import Lock
-from ._node import Node
+from ._node import Node, stall_limit
 from ._redispy import RedisPyNode
 from ._renew import start_renewal
 from ._resp import RespNode
@@ -37,6 +39,13 @@ _R = TypeVar("_R")
 NodeSpec = str | Redis | RedisCluster
 """A node: a URL, or a redis-py asyncio client (not closed by ``aclose()``)."""
 
+LEAN_NODE_TIMEOUT = 0.05
+"""Default node_timeout when every node uses the lean driver (redis://, unix://)."""
+REDISPY_NODE_TIMEOUT = 0.25
+"""Default node_timeout when any node goes through redis-py (rediss://, clients):
+it opens a pooled connection, with a handshake, per concurrent command; eight
+concurrent first acquires took 30-60 ms on a loaded two-core machine."""
+
 
 class Redlock:
     """A quorum of independent Redis nodes, and the factory of locks over them.
@@ -46,7 +55,11 @@ class Redlock:
     ``len(nodes) // 2 + 1`` of them. Keywords (defaults in brackets):
 
     - ``prefix`` ["redlock:"]: namespace of every key written;
-    - ``node_timeout`` [0.05]: per-node, per-command timeout, seconds;
+    - ``node_timeout`` [None]: per-node, per-command timeout, seconds; None
+      picks it per driver: 0.05 when every node is a ``redis://`` or
+      ``unix://`` URL (the lean driver), 0.25 when any node goes through
+      redis-py (``rediss://`` URLs, client objects). ``config.node_timeout``
+      shows the value chosen;
     - ``drift_factor`` [0.01]: clock drift allowance, ``ttl * drift_factor + 0.002``;
     - ``retry_delay`` [0.2], ``retry_jitter`` [0.2]: wait between attempts is
       ``retry_delay`` plus uniform random ``[0, retry_jitter)``;
@@ -56,8 +69,13 @@ class Redlock:
       (always quarantined for the longest ttl granted here), also quarantine
       nodes up for less than this many seconds.
 
-    Raises ConfigurationError for bad arguments. Nothing connects until the
-    first command; close with ``await redlock.aclose()`` or ``async with``.
+    Raises ConfigurationError for bad arguments, and when two nodes are one
+    Redis server (same resolved address and port, or same socket path after
+    ``os.path.realpath``, whatever the database): that server would cast two
+    votes. Host names are resolved here, with ``socket.getaddrinfo``; a name
+    that does not resolve is compared as its lowercased literal. Nothing
+    connects until the first command; close with ``await redlock.aclose()``
+    or ``async with``.
     """
 
     def __init__(
@@ -65,13 +83,15 @@ class Redlock:
         nodes: Sequence[NodeSpec],
         *,
         prefix: str = "redlock:",
-        node_timeout: float = 0.05,
+        node_timeout: float | None = None,
         drift_factor: float = 0.01,
         retry_delay: float = 0.2,
         retry_jitter: float = 0.2,
         wake_on_release: bool = True,
         quarantine_grace: float | None = None,
     ) -> None:
+        if node_timeout is None:
+            node_timeout = _default_node_timeout(nodes)
         config = RedlockConfig(
             prefix=prefix,
             node_timeout=node_timeout,
@@ -88,14 +108,20 @@ class Redlock:
         if not nodes:
             raise ConfigurationError("nodes must name at least one Redis node")
         ttls = TtlLedger()
-        built = [_make_node(spec, config, ttls) for spec in nodes]
-        names = [node.name for node in built]
-        if len(set(names)) != len(names):
-            dupes = sorted({name for name in names if names.count(name) > 1})
-            raise ConfigurationError(
-                f"nodes lists the same node twice ({', '.join(dupes)}): "
-                "one server would cast several votes"
-            )
+        built = []
+        seen: dict[Endpoint, str] = {}
+        for spec in nodes:
+            node, identity = _make_node(spec, config, ttls)
+            for endpoint in identity:
+                other = seen.get(endpoint)
+                if other is not None:
+                    raise ConfigurationError(
+                        f"nodes lists the same Redis server twice: {other!r} and "
+                        f"{node.name!r} (databases of one server count as one): "
+                        "one server would cast several votes"
+                    )
+            seen.update(dict.fromkeys(identity, node.name))
+            built.append(node)
         self._core = Core(built, config, start_renewal=start_renewal, ttls=ttls)
         # Validated options by keywords: request handlers make a lock per call
         # with the same few settings, so validation runs once per setting.
@@ -192,6 +218,8 @@ class Redlock:
                 fair=fair,
                 on_lost=on_lost,
             )
+            # LockOptions cannot know the drift factor; cached options passed this.
+            check_ttl("ttl", options.ttl, self._core.config.drift_factor)
             if cacheable and len(self._options) < 256:
                 with contextlib.suppress(TypeError):
                     self._options[spec] = options
@@ -242,21 +270,33 @@ class Redlock:
         stream of readers cannot starve it. Read-to-write upgrade is refused.
         """
         self._core.check_open()
+        self._lock_options(**defaults)  # bad defaults fail here, not at read()/write()
         return RWLock(self._core, name, self._lock_options, defaults)
 
     async def aclose(self) -> None:
-        """Stop renewals and close the connections this Redlock opened.
+        """Release every lock still held, then close the connections this Redlock opened.
 
-        Clients passed in are left open. Locks still held are not released:
-        their keys expire after their ttl.
+        A lock still held is lost: ``lock.lost`` turns True, its ``on_lost``
+        runs, and the body of its ``async with`` is cancelled and raises
+        ``LockLost`` (``cancel_on_lost=False``: at exit), as with any other
+        loss; its release is sent before the connections close. Afterwards
+        ``acquire()``, ``extend()`` and new locks raise ``RedlockError`` (a
+        lock that was held: ``LockLost``) at once. Clients passed in are left
+        open.
         """
         core = self._core
-        if core.closed:
+        if core.closing:
             return
+        # Connections made on a loop that has ended (or in the parent, before
+        # a fork) are forgotten first: only this loop's can be closed here.
+        core.loop()
+        core.closing = True  # no new attempt from here on
+        for lock in list(core.held):
+            lock._lose("its Redlock was closed (aclose) while it was held", {})
+        # Attempts in flight decide (a grant now is released at once), and
+        # every cleanup gets its replies, before the connections close.
+        await core.drain(stall_limit(core.config.node_timeout))
         core.close()
-        for lock in list(core.renewing):
-            lock._cancel_renewal_timer()
-        core.renewing.clear()
         if core.wake is not None:
             await core.wake.aclose()
         results = await asyncio.gather(
@@ -278,26 +318,87 @@ class Redlock:
         await self.aclose()
 
 
-def _make_node(spec: object, config: RedlockConfig, ttls: TtlLedger) -> Node:
+def _default_node_timeout(nodes: object) -> float:
+    """node_timeout=None: the lean driver's default unless a node goes through redis-py."""
+    if isinstance(nodes, Sequence) and not isinstance(nodes, str | bytes):
+        for spec in nodes:
+            if not isinstance(spec, str) or redact_url(spec).startswith("rediss:"):
+                return REDISPY_NODE_TIMEOUT
+    return LEAN_NODE_TIMEOUT
+
+
+def owned_client(address: Address, node_timeout: float) -> Redis:
+    """The redis-py client the library opens itself (for ``rediss://`` URLs).
+
+    Built from the parsed address, not the URL: redis-py would read a raw
+    "/", "?" or "#" in a password differently. Its retries are off: redis-py
+    retries connection errors with exponential backoff by default, which
+    turns a dead node into a timeout; the quorum layer retries by itself.
+    """
+    where: dict[str, Any] = (
+        {"unix_socket_path": address.path}  # the CLI's status reads any URL
+        if address.path is not None
+        else {"host": address.host or "localhost", "port": address.port, "ssl": address.tls}
+    )
+    return Redis(
+        **where,
+        db=address.db,
+        username=address.username,
+        password=address.password,
+        socket_timeout=node_timeout,
+        socket_connect_timeout=node_timeout,
+        retry=Retry(NoBackoff(), 0),
+    )
+
+
+def _make_node(
+    spec: object, config: RedlockConfig, ttls: TtlLedger
+) -> tuple[Node, frozenset[Endpoint]]:
+    """The node for ``spec`` and the identity of the server behind it."""
     timeout = config.node_timeout
     if isinstance(spec, str):
         address = parse_url(spec)
+        identity = node_identity(address.host, address.port, address.path)
+        restarts = Restarts(address.display, ttls, config.quarantine_grace)
         if address.tls:
             # TLS goes through redis-py; the lean driver speaks plain TCP and unix sockets.
-            client = Redis.from_url(spec, socket_timeout=timeout, socket_connect_timeout=timeout)
-            restarts = Restarts(address.display, ttls, config.quarantine_grace)
-            return RedisPyNode(
+            client = owned_client(address, timeout)
+            node: Node = RedisPyNode(
                 client, name=address.display, node_timeout=timeout, owned=True, restarts=restarts
             )
-        restarts = Restarts(address.display, ttls, config.quarantine_grace)
-        return RespNode(address, node_timeout=timeout, scripts=ALL_SCRIPTS, restarts=restarts)
+            return node, identity
+        return RespNode(
+            address, node_timeout=timeout, scripts=ALL_SCRIPTS, restarts=restarts
+        ), identity
     if isinstance(spec, Redis | RedisCluster):
         name = _client_name(spec)
         restarts = Restarts(name, ttls, config.quarantine_grace)
-        return RedisPyNode(spec, name=name, node_timeout=timeout, owned=False, restarts=restarts)
+        node = RedisPyNode(spec, name=name, node_timeout=timeout, owned=False, restarts=restarts)
+        return node, _client_identity(spec)
     raise ConfigurationError(
         f"a node must be a URL or a redis.asyncio Redis/RedisCluster, not {type(spec).__name__}"
     )
+
+
+def _client_identity(client: Redis | RedisCluster) -> frozenset[Endpoint]:
+    """The server(s) behind a client; empty (unknown) when they cannot be told cheaply."""
+    if isinstance(client, RedisCluster):
+        found: set[Endpoint] = set()
+        startup = getattr(getattr(client, "nodes_manager", None), "startup_nodes", None)
+        if isinstance(startup, dict):
+            for one in startup.values():
+                host, port = getattr(one, "host", None), getattr(one, "port", None)
+                if isinstance(host, str) and isinstance(port, int):
+                    found |= node_identity(host, port)
+        return frozenset(found)
+    kwargs = client.connection_pool.connection_kwargs
+    path = kwargs.get("path")
+    if isinstance(path, str) and path:
+        return node_identity(None, path=path)
+    host, port = kwargs.get("host"), kwargs.get("port", 6379)
+    if not isinstance(host, str):
+        return frozenset()  # e.g. a Sentinel-managed pool: the server is not known yet
+    return node_identity(host, int(port))
 
 
 def _client_name(client: Redis | RedisCluster) -> str:

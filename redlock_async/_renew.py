@@ -38,7 +38,6 @@ def start_renewal(lock: Lock) -> None:
     if grant is None:
         return
     core = lock._core
-    core.renewing.add(lock)
     left = grant.validity_end - core.clock()
     # Up to ttl/12 early, at random: locks taken in one burst would otherwise
     # renew in one burst forever after, and the last of them would run late.

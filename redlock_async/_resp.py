@@ -26,12 +26,13 @@ import logging
 import random
 from collections import deque
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import hiredis
 
 from ._address import Address, connect
 from ._errors import NodeConnectionError, NodeError, NodeResponseError, NodeTimeoutError
-from ._node import Command, Reply, Sink, stall_limit
+from ._node import Command, Reply, Sink, stall_limit, unsent
 from ._restarts import Restarts
 from ._scripts import Script
 
@@ -44,10 +45,16 @@ _log = logging.getLogger("redlock_async")
 # write (see _Conn._flush), not per command.
 MAX_PENDING = 65_536
 
+# Seconds between INFO retries on a connection whose INFO was refused.
+INFO_RETRY = 1.0
+
 
 # What waits for one reply (see Sink): a fan-out's tally is its own entry on
 # every node, so queueing a command allocates nothing.
 _Entry = Sink
+
+# How long the stall check waits for its second look (see check_stall).
+_SECOND_LOOK = 0.001
 
 _ReplyError = hiredis.ReplyError
 # hiredis's stub types the argument as a 1-tuple; any tuple of str/bytes/int works.
@@ -134,6 +141,9 @@ def _int(value: int) -> bytes:
 class _Conn(asyncio.Protocol):
     """One connection: writes are coalesced per loop iteration, replies matched FIFO."""
 
+    answered = False  # its handshake PING was answered (see _Handshake, RespNode._forget)
+    error: NodeError | None = None  # why it was aborted, if it was
+
     def __init__(self, node: RespNode, loop: asyncio.AbstractEventLoop) -> None:
         self.node = node
         self.loop = loop
@@ -143,11 +153,14 @@ class _Conn(asyncio.Protocol):
         self.out: list[bytes] = []
         self.busy_since = 0.0  # last reply, or when the oldest unanswered command was queued/sent
         self.suspect = False  # a stall check is waiting for one more look at the socket
+        self.reloading = 0  # SCRIPT LOADs in flight after a NOSCRIPT (see RespNode._reload)
         self.closed: asyncio.Future[None] = loop.create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # A stream connection's transport: read and written, never checked.
+        # Not isinstance: uvloop's transports (uvicorn[standard] runs apps
+        # on uvloop) have asyncio.Transport's methods but not its class.
+        self.transport = cast(asyncio.Transport, transport)
 
     def send(self, payload: bytes, entry: _Entry) -> None:
         pending = self.pending
@@ -180,13 +193,27 @@ class _Conn(asyncio.Protocol):
         Only unsent ones can be over the bound (what was written stayed within
         it), so each has its payload at the end of ``out``.
         """
-        error = NodeConnectionError(f"{self.node.name}: too many commands in flight")
+        error = unsent(NodeConnectionError(f"{self.node.name}: too many commands in flight"))
         index = self.node.index
         for _ in range(min(excess, len(self.out))):
             self.out.pop()
             self.pending.pop().settle(index, error)
 
     def data_received(self, data: bytes) -> None:
+        try:
+            self._replies(data)
+        except hiredis.ProtocolError:
+            # Not a Redis server (an HTTP port, say): one clear error for
+            # every command on it, and the node backs off (_forget), rather
+            # than a traceback and a reconnect per command.
+            name = self.node.name
+            self.abort(
+                NodeResponseError(
+                    f"{name} does not speak the Redis protocol (is it a Redis server?)"
+                )
+            )
+
+    def _replies(self, data: bytes) -> None:
         reader = self.reader
         popleft = self.pending.popleft
         node = self.node
@@ -212,42 +239,63 @@ class _Conn(asyncio.Protocol):
         self.busy_since = self.loop.time()
 
     def abort(self, error: NodeError) -> None:
+        self.error = error
         self.node._forget(self, error)
         if self.transport is not None:
             self.transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
+        never_written = len(self.out)  # the newest entries: their payloads are in out
         self.out.clear()
         error = self.node._forget(self, None)
         pending, self.pending = self.pending, deque()
+        if pending:
+            # The server may still run what it had read (a paused node reads
+            # it when it resumes): see RespNode._connect.
+            self.node._tainted = True
         index = self.node.index
-        for entry in pending:
-            entry.settle(index, error)
+        written = len(pending) - never_written
+        for position, entry in enumerate(pending):
+            entry.settle(index, error if position < written else unsent(error))
         if not self.closed.done():
             self.closed.set_result(None)
 
 
 def _grants(entry: _Entry) -> bool:
     """Is this the reply of a granting script (a vote a restart quarantines)?"""
-    if type(entry) is _Fallback:
-        return entry.grants
     command = entry.command
     return command is not None and command.script.grants
 
 
 class _Fallback:
-    """The entry of a command resent as EVAL: reports to the original entry."""
+    """The entry of a command resent as EVAL: reports to the original entry.
 
-    __slots__ = ("entry", "grants")
+    Never a granting script's (see RespNode._error_reply), so never a vote
+    that a restart quarantine would have to judge.
+    """
+
+    __slots__ = ("entry",)
     command = None  # no second fallback
 
-    def __init__(self, entry: _Entry, grants: bool) -> None:
+    def __init__(self, entry: _Entry) -> None:
         self.entry = entry
-        self.grants = grants  # its vote is checked for quarantine like the original
 
     def settle(self, index: int, reply: Reply) -> None:
         self.entry.settle(index, reply)
+
+
+class _Reloaded:
+    """The entry of one SCRIPT LOAD sent after a NOSCRIPT."""
+
+    __slots__ = ("conn",)
+    command = None
+
+    def __init__(self, conn: _Conn) -> None:
+        self.conn = conn
+
+    def settle(self, index: int, reply: Reply) -> None:
+        self.conn.reloading -= 1
 
 
 class _Step:
@@ -272,6 +320,8 @@ class _Handshake:
     def __init__(self, node: RespNode, conn: _Conn) -> None:
         self.node = node
         self.conn = conn
+        # Done once the server answered the PING (or the connection failed).
+        self.pinged: asyncio.Future[None] = conn.loop.create_future()
 
     def send(self, payload: bytes, step: int) -> None:
         self.conn.send(payload, _Step(self, step))
@@ -283,10 +333,25 @@ class _Handshake:
             self.conn.abort(NodeConnectionError(f"{what} failed on {self.node.name}: {reply}"))
         elif step == self.SCRIPT and isinstance(reply, NodeError):
             _log.debug("redlock_async: SCRIPT LOAD failed on %s: %s", self.node.name, reply)
-        elif step == self.PING and not isinstance(reply, NodeError):
-            self.node._failures = 0  # the node answers: a healthy connection
+        elif step == self.PING:
+            if not isinstance(reply, NodeError):
+                self.node._failures = 0  # the node answers: a healthy connection
+                self.conn.answered = True
+            if not self.pinged.done():
+                self.pinged.set_result(None)
         elif step == self.INFO and isinstance(reply, bytes):
             self.node._observe(reply)
+        elif step == self.INFO and isinstance(reply, NodeResponseError):
+            # Refused (an ACL without +info): restarts go unseen, so fail closed.
+            # Settled before any reply queued behind it is judged. Asked again
+            # while the connection lives: a fixed ACL (or a BUSY server done)
+            # makes the node count again without waiting for a reconnect.
+            self.node.restarts.unknown(reply)
+            self.conn.loop.call_later(INFO_RETRY, self._ask_info)
+
+    def _ask_info(self) -> None:
+        if self.node._conn is self.conn:
+            self.send(_pack((b"INFO", b"server")), self.INFO)
 
 
 class RespNode:
@@ -314,6 +379,8 @@ class RespNode:
         self._retry_at = 0.0
         self._last_error: NodeError = NodeConnectionError(f"{address.display} is not connected")
         self._closed = False
+        # The last connection died with commands unanswered (see _connect).
+        self._tainted = False
 
     @property
     def name(self) -> str:
@@ -367,12 +434,36 @@ class RespNode:
         command = entry.command
         if command is not None and message.startswith("NOSCRIPT"):
             # Scripts are loaded on connect, so this only follows a SCRIPT
-            # FLUSH; resend the source once, then report whatever comes back.
+            # FLUSH. A resent command runs after everything queued behind it
+            # on this connection, maybe its own undo: a granting script is
+            # therefore never resent - its vote fails, nothing was written,
+            # and the scripts are loaded again for the next attempt. The
+            # others (compare-and-delete, compare-and-expire, leave) are safe
+            # in any order: resent once as EVAL.
+            if command.script.grants:
+                self._reload()
+                entry.settle(
+                    self.index,
+                    NodeResponseError(
+                        f"NOSCRIPT on {self.name}: its script cache was flushed; "
+                        "scripts are loaded again for the next attempt"
+                    ),
+                )
+                return
             keys = command.keys
             payload = _pack((b"EVAL", command.script.source, len(keys), *keys, *command.args))
-            self._send(payload, _Fallback(entry, command.script.grants))
+            self._send(payload, _Fallback(entry))
             return
         entry.settle(self.index, NodeResponseError(message))
+
+    def _reload(self) -> None:
+        """SCRIPT LOAD every script again (once per flush seen, not per NOSCRIPT)."""
+        conn = self._conn
+        if conn is None or conn.reloading:
+            return
+        conn.reloading = len(self._scripts)
+        for script in self._scripts:
+            conn.send(_pack((b"SCRIPT", b"LOAD", script.source)), _Reloaded(conn))
 
     def _send(self, payload: bytes, entry: _Entry) -> None:
         conn = self._conn
@@ -393,29 +484,65 @@ class RespNode:
             self._waiting.append((payload, entry))
             return
         # Outcomes always arrive later, never inside the caller's send loop.
-        loop.call_soon(entry.settle, self.index, error)
+        loop.call_soon(entry.settle, self.index, unsent(error))
 
     async def _connect(self, loop: asyncio.AbstractEventLoop) -> None:
+        # While this runs, commands wait in _waiting (_send sees _connecting).
         try:
-            conn = await connect(self._address, lambda: _Conn(self, loop), self._stall)
-        except (OSError, TimeoutError) as exc:
-            reason = "timed out" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
-            self._backoff(loop, NodeConnectionError(f"cannot connect to {self.name}: {reason}"))
-            self._fail_waiting(self._last_error)
-            return
+            try:
+                conn = await connect(self._address, lambda: _Conn(self, loop), self._stall)
+            except (OSError, TimeoutError) as exc:
+                reason = "timed out" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
+                self._backoff(loop, NodeConnectionError(f"cannot connect to {self.name}: {reason}"))
+                self._fail_waiting(self._last_error)
+                return
+            if self._closed:
+                conn.abort(NodeConnectionError(f"{self.name}: the Redlock is closed"))
+                self._fail_waiting(self._last_error)
+                return
+            handshake = self._handshake(conn)
+            if self._tainted:
+                try:
+                    caught_up = await self._caught_up(conn, handshake, loop)
+                except asyncio.CancelledError:  # closing: this connection is nobody's
+                    conn.abort(NodeConnectionError(f"{self.name}: the Redlock is closed"))
+                    raise
+                if not caught_up:
+                    return
         finally:
             self._connecting = None
-        if self._closed:
-            conn.abort(NodeConnectionError(f"{self.name}: the Redlock is closed"))
-            self._fail_waiting(self._last_error)
-            return
         self._conn = conn
-        self._handshake(conn)
         waiting, self._waiting = self._waiting, []
         for payload, entry in waiting:
             conn.send(payload, entry)
 
-    def _handshake(self, conn: _Conn) -> None:
+    async def _caught_up(
+        self, conn: _Conn, handshake: _Handshake, loop: asyncio.AbstractEventLoop
+    ) -> bool:
+        """Hold new commands until the server answers on ``conn``.
+
+        The last connection died with commands unanswered, and the server may
+        still run them: a paused node reads them when it resumes. Cleanups
+        (resent releases) must run after them, so nothing but the handshake
+        goes out until the server has answered it - by then it has read the
+        old connection's commands too, in the same pass of its event loop.
+        """
+        try:
+            async with asyncio.timeout(self._stall):
+                await asyncio.shield(handshake.pinged)
+        except TimeoutError:
+            conn.abort(NodeTimeoutError(f"{self.name} answered nothing after reconnecting"))
+        if not conn.answered or conn.transport is None or conn.error is not None:
+            error = conn.error or NodeConnectionError(f"connection to {self.name} lost")
+            if conn.transport is not None:
+                conn.abort(error)
+            self._backoff(loop, error)
+            self._fail_waiting(self._last_error)
+            return False
+        self._tainted = False
+        return True
+
+    def _handshake(self, conn: _Conn) -> _Handshake:
         address = self._address
         sink = _Handshake(self, conn)
         if address.password is not None:
@@ -430,6 +557,7 @@ class RespNode:
         sink.send(_pack((b"PING",)), sink.PING)
         # Who is this server? A new run_id means it restarted (maybe empty).
         sink.send(_pack((b"INFO", b"server")), sink.INFO)
+        return sink
 
     def _backoff(self, loop: asyncio.AbstractEventLoop, error: NodeError) -> None:
         self._failures += 1
@@ -439,6 +567,8 @@ class RespNode:
 
     def _fail_waiting(self, error: NodeError) -> None:
         waiting, self._waiting = self._waiting, []
+        if waiting:
+            error = unsent(error)  # they never reached a connection
         for _, entry in waiting:
             entry.settle(self.index, error)
 
@@ -448,13 +578,27 @@ class RespNode:
             self._conn = None
             if error is not None:
                 self._backoff(conn.loop, error)
-            elif self._failures:
-                self._backoff(conn.loop, NodeConnectionError(f"connection to {self.name} lost"))
+            elif not conn.answered:
+                # Lost before its handshake was answered: the node may never
+                # answer (closes at once, or is not Redis), so back off.
+                self._backoff(
+                    conn.loop,
+                    NodeConnectionError(f"connection to {self.name} lost before it answered"),
+                )
             else:
                 # A healthy connection broke: reconnect on the next command.
                 self._last_error = NodeConnectionError(f"connection to {self.name} lost")
                 self._retry_at = 0.0
         return error if error is not None else self._last_error
+
+    def reset(self) -> None:
+        # Dropped, not closed: in a forked child these are the parent's.
+        self._conn = None
+        self._connecting = None
+        self._waiting = []
+        self._failures = 0
+        self._retry_at = 0.0
+        self._tainted = False
 
     def _observe(self, info: bytes) -> None:
         self.restarts.observe(info, asyncio.get_running_loop().time())
@@ -467,9 +611,11 @@ class RespNode:
         if loop.time() - conn.busy_since > self._stall:
             # Look once more after the loop has polled its sockets: if our own
             # loop was blocked, the replies may be sitting there unread. A
-            # timer due now runs after the next poll's I/O callbacks.
+            # timer due in a millisecond runs after the next poll's I/O
+            # callbacks on every loop; one due now would not on uvloop, which
+            # runs it like call_soon, before its poll.
             conn.suspect = True
-            loop.call_at(loop.time(), self._confirm_stall, conn, conn.busy_since)
+            loop.call_later(_SECOND_LOOK, self._confirm_stall, conn, conn.busy_since)
 
     def _confirm_stall(self, conn: _Conn, since: float) -> None:
         conn.suspect = False

@@ -11,14 +11,20 @@ The lean driver reads ``INFO server`` on every new connection; with a plain
 redis-py client, which reconnects behind our back, ``server_id.lua`` rides in
 the same pipeline as each granting script. Redis Cluster nodes are not
 watched (an INFO there answers for an arbitrary shard).
+
+Detection fails closed: when a node refuses INFO (an ACL such as
+``+@all -@dangerous``) or its reply lacks the fields, its restarts cannot be
+seen, so its yes votes do not count either, until an INFO succeeds again
+(docs/security.md).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import re
 
-from ._errors import NodeError
+from ._errors import NodeError, NodeResponseError
 from ._node import Reply
 
 __all__ = ["Restarts", "TtlLedger"]
@@ -32,6 +38,15 @@ _UPTIME = re.compile(rb"uptime_in_seconds:(\d+)")
 # asked at y.01). Taking it at its word once cut a quarantine short by that
 # much and let a second holder in; a quarantine always adds this second back.
 UPTIME_RESOLUTION = 1.0
+
+# The shortest quarantine of a restarted node. Fencing counters resume at the
+# node's clock in whole seconds (lua/_fence.lua): two seconds after a restart
+# that clock is past every token handed out before it, as long as node clocks
+# agree within one second (docs/fencing.md). Lock grants alone need only the
+# longest ttl.
+MIN_QUARANTINE = 2.0
+
+_DOCS = "docs/security.md"  # where messages send operators for the fix
 
 
 class TtlLedger:
@@ -50,27 +65,55 @@ class TtlLedger:
 class Restarts:
     """Restart detection and quarantine for one node."""
 
-    __slots__ = ("_grace", "_ledger", "_name", "run_id", "until")
+    __slots__ = ("_blind", "_cause", "_grace", "_ledger", "_name", "_quarantine", "run_id", "until")
 
     def __init__(self, name: str, ledger: TtlLedger, grace: float | None) -> None:
         self._name = name
         self._ledger = ledger
         self._grace = grace
         self.run_id: bytes | None = None
-        self.until = 0.0  # loop time until which yes votes do not count; 0: none
+        # Loop time until which yes votes do not count; 0: none; inf: restarts
+        # cannot be detected. Drivers consult vote() only when it is truthy, so
+        # the fine case costs one attribute test per reply.
+        self.until = 0.0
+        self._quarantine = 0.0  # end of the current quarantine after a restart
+        self._blind: str | None = None  # why restarts cannot be seen, and the fix
+        self._cause: BaseException | None = None  # what INFO answered
+
+    def unknown(self, error: BaseException | str) -> None:
+        """This node's restarts cannot be detected: INFO answered ``error``
+        (the driver's exception when refused, a description when it lacks fields).
+
+        Its yes votes are refused until a later ``observe`` succeeds; the first
+        time (not on every connection or vote) a WARNING says how to fix it.
+        """
+        fresh = self._blind is None
+        # An exception: INFO was refused; a str: it answered without the fields.
+        self._cause = error if isinstance(error, BaseException) else None
+        fix = "see" if self._cause is None else "grant the ACL user +info, see"
+        self._blind = f"{self._name}: restart detection needs INFO ({error}); {fix} {_DOCS}"
+        self.until = math.inf
+        if fresh:
+            _log.warning("redlock_async: %s; its yes votes do not count", self._blind)
 
     def observe(self, info: bytes, now: float) -> None:
         """Read the raw ``INFO server`` text of a new connection."""
         run_id_match = _RUN_ID.search(info)
         uptime_match = _UPTIME.search(info)
         if run_id_match is None or uptime_match is None:
+            self.unknown("its INFO server reply has no run_id or uptime_in_seconds")
             return
         self.observe_fields(run_id_match.group(1), float(uptime_match.group(1)), now)
 
     def observe_fields(self, run_id: bytes, uptime: float, now: float) -> None:
         """Compare the server's run_id and uptime with what was seen before."""
         if not run_id:
+            self.unknown("its INFO server reply has no run_id")
             return
+        if self._blind is not None:
+            _log.info("redlock_async: %s answers INFO again; its votes count", self._name)
+            self._blind = self._cause = None
+        # A restart while blind is caught here too: run_id is the last one seen.
         seen, self.run_id = self.run_id, run_id
         span = 0.0
         # The least time the server can have been up.
@@ -78,23 +121,28 @@ class Restarts:
         if seen is not None and seen != run_id:
             # Back since `up_at_least` seconds at the least; grants it may
             # have forgotten last at most the longest ttl from then.
-            span = self._ledger.longest - up_at_least
+            span = max(self._ledger.longest, MIN_QUARANTINE) - up_at_least
             why = "restarted"
         elif self._grace is not None and up_at_least < self._grace:
             span = self._grace - up_at_least
             why = f"up for only {uptime:.0f}s (strict mode)"
         if span > 0:
-            self.until = max(self.until, now + span)
+            self._quarantine = max(self._quarantine, now + span)
             _log.warning(
                 "redlock_async: %s %s; its votes do not count for %.1fs", self._name, why, span
             )
+        self.until = self._quarantine
 
     def vote(self, reply: Reply, now: float) -> Reply:
-        """A granting vote from this node: refused while quarantined."""
+        """A granting vote from this node: refused while quarantined or blind."""
         if now >= self.until:
-            self.until = 0.0
+            self.until = self._quarantine = 0.0
             return reply
         if type(reply) is int and reply > 0:
+            if self._blind is not None:
+                error = NodeResponseError(self._blind)
+                error.__cause__ = self._cause  # what INFO answered, as for any node error
+                return error
             return NodeError(
                 f"{self._name} is quarantined after a restart for {self.until - now:.1f}s more"
             )

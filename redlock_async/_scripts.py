@@ -38,22 +38,28 @@ class Script:
     grants: bool = False  # a yes vote creates a grant (a quarantined node's does not count)
 
     @classmethod
-    def load(cls, name: str, *, grants: bool = False) -> Script:
-        source = resources.files(__package__).joinpath("lua", f"{name}.lua").read_bytes()
+    def load(cls, name: str, *, grants: bool = False, fences: bool = False) -> Script:
+        """Read ``lua/<name>.lua``; ``fences``: prepend ``lua/_fence.lua`` (next_fence)."""
+        lua = resources.files(__package__).joinpath("lua")
+        source = lua.joinpath(f"{name}.lua").read_bytes()
+        if fences:
+            # One copy of the fencing counter step for every script that
+            # hands out tokens (a local function, defined before its use).
+            source = lua.joinpath("_fence.lua").read_bytes() + source
         return cls(name, source, hashlib.sha1(source).hexdigest().encode(), grants)
 
     def __repr__(self) -> str:
         return f"Script({self.name!r}, sha={self.sha.decode()})"
 
 
-ACQUIRE = Script.load("acquire", grants=True)
+ACQUIRE = Script.load("acquire", grants=True, fences=True)
 RELEASE = Script.load("release")
 EXTEND = Script.load("extend")
 READ_ACQUIRE = Script.load("rw_read_acquire", grants=True)
 READ_RELEASE = Script.load("rw_read_release")
 READ_EXTEND = Script.load("rw_read_extend")
-WRITE_ACQUIRE = Script.load("rw_write_acquire", grants=True)
-FAIR_ACQUIRE = Script.load("fair_acquire", grants=True)
+WRITE_ACQUIRE = Script.load("rw_write_acquire", grants=True, fences=True)
+FAIR_ACQUIRE = Script.load("fair_acquire", grants=True, fences=True)
 FAIR_LEAVE = Script.load("fair_leave")
 FENCE_RAISE = Script.load("fence_raise")
 SERVER_ID = Script.load("server_id")

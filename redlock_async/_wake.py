@@ -18,8 +18,8 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, cast
 
 import hiredis
 from redis.asyncio import Redis, RedisCluster
@@ -41,18 +41,32 @@ class _SubConn(asyncio.Protocol):
         self.reader = hiredis.Reader()
         self.transport: asyncio.Transport | None = None
         self.closed: asyncio.Future[None] = loop.create_future()
+        self.answered = False  # the node sent one well-formed reply: it speaks RESP
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # A stream connection's transport: read and written, never checked.
+        # Not isinstance: uvloop's transports (uvicorn[standard] runs apps
+        # on uvloop) have asyncio.Transport's methods but not its class.
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         self.reader.feed(data)
-        while (message := self.reader.gets()) is not False:
-            if isinstance(message, list) and len(message) >= 2:
-                self.subscriber.dispatch(message)
-            elif isinstance(message, hiredis.ReplyError):
-                self.subscriber.refused(str(message))
+        try:
+            while (message := self.reader.gets()) is not False:
+                self.answered = True
+                if isinstance(message, list) and len(message) >= 2:
+                    self.subscriber.dispatch(message)
+                elif isinstance(message, hiredis.ReplyError):
+                    self.subscriber.refused(str(message))
+        except hiredis.ProtocolError:
+            # Not a Redis server (an HTTP port, say): drop the connection; it
+            # is made again with backoff (see _Subscriber.lost).
+            _log.debug(
+                "redlock_async: no wake-ups from %s: it does not speak the Redis protocol",
+                self.subscriber.address.display,
+            )
+            if self.transport is not None:
+                self.transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
@@ -69,8 +83,10 @@ class _Subscriber:
     recorded before any I/O, so a waiter that stops waiting for the
     confirmation (``WakeHub.subscribe`` gives nodes ``node_timeout``) still
     gets subscribed once the connection is up; a lost or refused connection is
-    re-made with backoff while channels are wanted, and every wanted channel
-    is subscribed again on it.
+    re-made while channels are wanted, and every wanted channel is subscribed
+    again on it. The backoff grows while connections fail or are lost before
+    the node answered anything (e.g. a port that does not speak Redis), and
+    resets once a connection gets an answer.
     """
 
     def __init__(self, hub: WakeHub, address: Address) -> None:
@@ -80,6 +96,7 @@ class _Subscriber:
         self.connecting: asyncio.Task[None] | None = None
         self.confirmed: dict[bytes, asyncio.Future[None]] = {}
         self.disabled = False
+        self.backoff = 0.0  # wait before the next connection attempt (0: none)
 
     async def ensure(self, channel: bytes) -> None:
         """Subscribe to ``channel`` and wait for the node's confirmation."""
@@ -92,6 +109,8 @@ class _Subscriber:
                 self._send(b"SSUBSCRIBE", channel)
             else:
                 self._start_connecting()
+                if self.backoff:  # the node is failing: poll meanwhile, subscribe later
+                    future.set_result(None)
         await asyncio.shield(future)
 
     def _start_connecting(self) -> None:
@@ -107,9 +126,12 @@ class _Subscriber:
     async def _connect(self) -> None:
         loop = asyncio.get_running_loop()
         address = self.address
-        backoff = _BACKOFF_FIRST
         try:
             while self.confirmed and not self.disabled:
+                if self.backoff:
+                    await asyncio.sleep(self.backoff * random.uniform(0.5, 1.5))
+                    if not self.confirmed or self.disabled:
+                        return
                 try:
                     factory = lambda: _SubConn(self, loop)  # noqa: E731
                     conn = await connect(address, factory, self.hub.connect_timeout)
@@ -118,8 +140,7 @@ class _Subscriber:
                         "redlock_async: no wake-up connection to %s: %s", address.display, exc
                     )
                     self._settle_all()
-                    await asyncio.sleep(backoff * random.uniform(0.5, 1.5))
-                    backoff = min(backoff * 2, _BACKOFF_MAX)
+                    self._failed()
                     continue
                 if self.disabled:  # closed while connecting
                     if conn.transport is not None:
@@ -138,6 +159,9 @@ class _Subscriber:
                 return
         finally:
             self.connecting = None
+
+    def _failed(self) -> None:
+        self.backoff = min(self.backoff * 2, _BACKOFF_MAX) if self.backoff else _BACKOFF_FIRST
 
     def _send(self, *command: object) -> None:
         if self.conn is not None and self.conn.transport is not None:
@@ -168,9 +192,20 @@ class _Subscriber:
     def lost(self, conn: _SubConn) -> None:
         if self.conn is conn:
             self.conn = None
+            if conn.answered:
+                self.backoff = 0.0  # a working connection broke: come back at once
+            else:
+                self._failed()  # lost before any answer: the node may never answer
             self._settle_all()
             if self.confirmed:  # waiters remain: come back for them
                 self._start_connecting()
+
+    def reset(self) -> None:
+        # Dropped, not closed: made on another loop, or the parent's after a fork.
+        self.conn = None
+        self.connecting = None
+        self.confirmed = {}
+        self.backoff = 0.0
 
     async def aclose(self) -> None:
         self.disabled = True
@@ -198,6 +233,10 @@ class _RedisPySubscriber:
         self.channels: set[bytes] = set()
         self.subscribing: dict[bytes, asyncio.Task[None]] = {}
         self.tasks: set[asyncio.Task[Any]] = set()
+        # redis-py's PubSub opens its connection on the first command without
+        # a lock: two commands racing there open two connections and the
+        # first one, subscribed, is orphaned. Our commands go one at a time.
+        self._serial: asyncio.Lock | None = None
 
     async def ensure(self, channel: bytes) -> None:
         if channel in self.channels:
@@ -219,14 +258,18 @@ class _RedisPySubscriber:
                     await self.client.initialize()  # the slot map routes the channel
                 self.pubsub = self.client.pubsub()
             pubsub = self.pubsub
-            await pubsub.ssubscribe(channel)
+            await self._one_at_a_time(lambda: pubsub.ssubscribe(channel))
         except Exception as exc:  # the node is down or refuses: its waiters poll
             _log.debug("redlock_async: no wake-ups from %s: %s", self.name, exc)
             return
         if pubsub is not self.pubsub:
-            return  # the connection was lost meanwhile
+            # The reader let this pubsub go meanwhile (connection lost, or its
+            # last channel left): our SSUBSCRIBE may have gone out on a
+            # connection of its own that nobody reads. Close it again.
+            self._spawn(pubsub.aclose())
+            return
         if not self.hub.wanted(channel):  # every waiter left meanwhile
-            self._spawn(pubsub.sunsubscribe(channel))
+            self._spawn(self._one_at_a_time(lambda: pubsub.sunsubscribe(channel)))
             return
         self.channels.add(channel)
         if self.reader is None:
@@ -250,6 +293,14 @@ class _RedisPySubscriber:
                 async for message in pubsub.listen():
                     if message.get("type") in ("smessage", "message"):
                         self.hub.notify(message["channel"])
+                # listen() ends once the last channel is unsubscribed. The
+                # connection is fine: keep it for the next waiter (closing it
+                # here would race subscriptions in flight on it, which redis-py
+                # would then send on a connection nobody reads); the next
+                # subscription starts a reader again (_subscribe).
+                if self.pubsub is pubsub:
+                    self.reader = None
+                return
         except Exception as exc:  # connection lost: resubscribe on the next wait
             _log.debug("redlock_async: wake-up connection to %s lost: %s", self.name, exc)
         if self.pubsub is pubsub:
@@ -269,9 +320,28 @@ class _RedisPySubscriber:
             _log.debug("redlock_async: wake-up housekeeping on %s: %s", self.name, task.exception())
 
     def drop(self, channel: bytes) -> None:
-        if channel in self.channels and self.pubsub is not None:
-            self.channels.discard(channel)
-            self._spawn(self.pubsub.sunsubscribe(channel))
+        # Unsubscribed whether or not our bookkeeping knows the channel: a
+        # subscription that raced a reconnect or a cancelled waiter would
+        # otherwise stay on the server (SUNSUBSCRIBE of an unknown channel
+        # is harmless).
+        self.channels.discard(channel)
+        pubsub = self.pubsub
+        if pubsub is not None and pubsub.connection is not None:
+            self._spawn(self._one_at_a_time(lambda: pubsub.sunsubscribe(channel)))
+
+    async def _one_at_a_time(self, command: Callable[[], Awaitable[object]]) -> None:
+        if self._serial is None:
+            self._serial = asyncio.Lock()
+        async with self._serial:
+            await command()
+
+    def reset(self) -> None:
+        self.pubsub = None
+        self.reader = None
+        self.channels = set()
+        self.subscribing = {}
+        self.tasks = set()
+        self._serial = None
 
     async def aclose(self) -> None:
         subscribing = list(self.subscribing.values())
@@ -333,14 +403,28 @@ class WakeHub:
     def enabled(self) -> bool:
         return bool(self._subscribers)
 
-    async def subscribe(self, channel: bytes) -> Subscription:
-        """Join ``channel``; returns once the nodes confirmed (or node_timeout passed)."""
+    async def subscribe(self, channel: bytes, timeout: float | None = None) -> Subscription:
+        """Join ``channel``; returns once the nodes confirmed, or after ``timeout``
+        seconds (default: node_timeout) with the late nodes still subscribing.
+
+        Cancelled (or failing) while it waits, it leaves the channel again, so
+        nothing stays subscribed for a waiter that is gone.
+        """
+        if timeout is None:
+            timeout = self.node_timeout
         subscription = Subscription(self, channel)
-        waiters = self._waiters.setdefault(channel, set())
-        waiters.add(subscription)
+        # Registered before any I/O: a node may confirm (and a release be
+        # announced) before the others answer.
+        self._waiters.setdefault(channel, set()).add(subscription)
         pending = [asyncio.ensure_future(s.ensure(channel)) for s in self._subscribers]
-        # A slow or dead node must not hold the waiter back: it just won't wake it.
-        _, late = await asyncio.wait(pending, timeout=self.node_timeout)
+        try:
+            # A slow or dead node must not hold the waiter back: it just won't wake it.
+            _, late = await asyncio.wait(pending, timeout=timeout)
+        except BaseException:
+            for task in pending:
+                task.cancel()
+            subscription.close()  # unsubscribes once no other waiter wants the channel
+            raise
         for task in late:
             task.cancel()
         return subscription
@@ -361,6 +445,12 @@ class WakeHub:
             del self._waiters[subscription.channel]
             for subscriber in self._subscribers:
                 subscriber.drop(subscription.channel)
+
+    def reset(self) -> None:
+        """Forget subscriptions made on another event loop or before a fork."""
+        self._waiters = {}
+        for subscriber in self._subscribers:
+            subscriber.reset()
 
     async def aclose(self) -> None:
         await asyncio.gather(*(s.aclose() for s in self._subscribers))

@@ -2,12 +2,15 @@
 
 The node fixtures (``redis_nodes``, ``redis_nodes_factory``, ``redis_cluster``)
 come from the project's own pytest plugin, ``redlock_async.testing``.
+
+Every async test runs on each event loop installed: asyncio's own and uvloop
+(test ids ``[asyncio]`` and ``[uvloop]``; ``--loop NAME`` runs one only).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -16,7 +19,27 @@ import redis.asyncio
 from redlock_async import Redlock
 from redlock_async.testing import RedisNode, RedisNodes
 
+from ._loops import LOOPS, LoopFactory
+
 MakeRedlock = Callable[..., Redlock]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--loop",
+        action="append",
+        choices=sorted(LOOPS),
+        help="run the async tests on this event loop only (repeatable; default: every one "
+        f"installed: {', '.join(LOOPS)})",
+    )
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> Mapping[str, LoopFactory]:
+    """Each async test once per loop: the library must work on asyncio's and uvloop's."""
+    chosen: list[str] | None = config.getoption("loop")
+    return {name: LOOPS[name] for name in chosen} if chosen else LOOPS
 
 
 @pytest.fixture(params=["resp", "redis-py"])

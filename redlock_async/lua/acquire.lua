@@ -7,13 +7,13 @@
 --
 -- Returns
 --   1  the key was absent and now holds ARGV[1], expiring in ARGV[2] ms
---   n  (with KEYS[2]) the same, and n >= 1 is the counter after INCR: this
---      node's candidate fencing token
+--   n  (with KEYS[2]) the same, and n > 1 is the fencing counter after
+--      next_fence (_fence.lua, prepended): this node's candidate token
 --   0  the key exists (held by another grant, or a foreign key of any type):
 --      nothing was written
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     if KEYS[2] then
-        return redis.call('INCR', KEYS[2])
+        return next_fence(KEYS[2])
     end
     return 1
 end

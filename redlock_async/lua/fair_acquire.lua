@@ -16,7 +16,8 @@
 --
 -- Returns
 --    1  granted, and the waiter left the queue
---    n  (with KEYS[5], not for readers) granted; n >= 1 is the counter after INCR
+--    n  (with KEYS[5], not for readers) granted; n > 1 is the counter after
+--       next_fence (_fence.lua, prepended)
 --    0  refused: the lock (or writer side) is held
 --   -1  refused: readers hold the lock (a writer at the head waits for them)
 --   -2  refused: not this waiter's turn (someone queued earlier)
@@ -73,6 +74,6 @@ end
 redis.call('ZREM', KEYS[3], id)
 redis.call('ZREM', KEYS[4], id)
 if KEYS[5] and kind ~= 'r:' then
-    return redis.call('INCR', KEYS[5])
+    return next_fence(KEYS[5])
 end
 return 1

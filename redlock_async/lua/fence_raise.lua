@@ -15,9 +15,10 @@
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
     return 0
 end
-local value = tonumber(ARGV[2])
+-- Compared as numbers (exact below 2^53), stored as the client's decimal
+-- string: a Lua number would be written as "1.7e+15", which INCR rejects.
 local current = tonumber(redis.call('GET', KEYS[2]) or '0')
-if current < value then
-    redis.call('SET', KEYS[2], value)
+if current < tonumber(ARGV[2]) then
+    redis.call('SET', KEYS[2], ARGV[2])
 end
 return 1

@@ -12,7 +12,8 @@
 --
 -- Returns
 --    1  granted: KEYS[1] holds ARGV[1] for ARGV[2] ms; our marker is removed
---    n  (with KEYS[4]) granted, n >= 1 being the counter after INCR
+--    n  (with KEYS[4]) granted, n > 1 being the counter after next_fence
+--       (_fence.lua, prepended)
 --    0  refused: another writer holds the lock
 --   -1  refused: readers hold the lock; the marker now names this writer
 --       (or another waiting writer), so no new reader joins meanwhile
@@ -34,6 +35,6 @@ if redis.call('GET', KEYS[3]) == ARGV[3] then
     redis.call('DEL', KEYS[3])
 end
 if KEYS[4] then
-    return redis.call('INCR', KEYS[4])
+    return next_fence(KEYS[4])
 end
 return 1

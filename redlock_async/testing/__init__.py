@@ -12,10 +12,12 @@ from ._nodes import RedisNode as RedisNode
 from ._nodes import RedisNodes as RedisNodes
 from ._proxy import Proxy as Proxy
 from ._proxy import ProxyListener as ProxyListener
+from ._server import AclUser as AclUser
 from ._server import RedisServer as RedisServer
 from ._server import find_redis_server as find_redis_server
 
 __all__ = [
+    "AclUser",
     "Proxy",
     "ProxyListener",
     "RedisClusterNodes",

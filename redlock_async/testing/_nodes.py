@@ -6,9 +6,10 @@ from collections.abc import Sequence
 
 import redis
 
+from .._address import redact_url
 from ._docker import DockerRedisServer, docker_available
 from ._proxy import Proxy, ProxyListener
-from ._server import INSTALL_HINT, RedisServer, find_redis_server
+from ._server import INSTALL_HINT, AclUser, RedisServer, find_redis_server
 
 __all__ = ["RedisNode", "RedisNodes"]
 
@@ -20,15 +21,20 @@ class RedisNode:
 
     Use ``url`` (through the proxy) in code under test, so network faults
     apply to it; ``client()`` talks to the server directly, for inspection.
+    With an ``acl_user``, ``url`` and ``direct_url`` log in as that user;
+    ``client()`` stays the server's open ``default`` user.
     """
 
-    def __init__(self, server: Server, listener: ProxyListener) -> None:
+    def __init__(
+        self, server: Server, listener: ProxyListener, acl_user: AclUser | None = None
+    ) -> None:
         self.server = server
         self.proxy = listener
+        self.acl_user = acl_user
         self._clients: list[redis.Redis] = []
 
     def __repr__(self) -> str:
-        return f"RedisNode(url={self.url!r}, direct={self.direct_url!r})"
+        return f"RedisNode(url={redact_url(self.url)!r}, direct={redact_url(self.direct_url)!r})"
 
     @property
     def port(self) -> int:
@@ -40,10 +46,14 @@ class RedisNode:
 
     @property
     def url(self) -> str:
+        if self.acl_user is not None:
+            return self.acl_user.url(self.proxy.port)
         return f"redis://127.0.0.1:{self.proxy.port}/0"
 
     @property
     def direct_url(self) -> str:
+        if self.acl_user is not None:
+            return self.acl_user.url(self.server.port)
         return self.server.url
 
     # process faults
@@ -108,15 +118,24 @@ class RedisNodes(list[RedisNode]):
     def direct_urls(self) -> list[str]:
         return [node.direct_url for node in self]
 
-    def start(self, n: int, extra_args: Sequence[str] = ()) -> RedisNodes:
+    def start(
+        self, n: int, extra_args: Sequence[str] = (), *, acl_user: AclUser | None = None
+    ) -> RedisNodes:
         """Start ``n`` nodes; ``extra_args`` go to each local ``redis-server``
-        (e.g. ``("--appendonly", "yes", "--appendfsync", "always")``)."""
+        (e.g. ``("--appendonly", "yes", "--appendfsync", "always")``).
+
+        With ``acl_user``, every server also has that ACL user, and each
+        node's ``url`` / ``direct_url`` log in as it (see ``RedisNode``).
+        """
         servers: list[Server]
+        users = () if acl_user is None else (acl_user,)
         if find_redis_server() is not None:
-            local = [RedisServer(extra_args=extra_args) for _ in range(n)]
+            local = [RedisServer(extra_args=extra_args, acl_users=users) for _ in range(n)]
             for one in local:
                 one.launch()  # all at once: startup costs one wait, not n
             servers = list(local)
+        elif acl_user is not None:
+            raise RuntimeError(f"{INSTALL_HINT}: ACL users need a local redis-server")
         elif docker_available():
             servers = [DockerRedisServer() for _ in range(n)]
         else:
@@ -126,7 +145,7 @@ class RedisNodes(list[RedisNode]):
             proxy.start()
             for server in servers:
                 server.wait_ready()
-                self.append(RedisNode(server, proxy.add(server.port)))
+                self.append(RedisNode(server, proxy.add(server.port), acl_user))
         except BaseException:
             for server in servers:
                 server.stop()

@@ -12,10 +12,12 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from urllib.parse import quote
 
-__all__ = ["INSTALL_HINT", "RedisServer", "find_redis_server", "free_port", "ping"]
+__all__ = ["INSTALL_HINT", "AclUser", "RedisServer", "find_redis_server", "free_port", "ping"]
 
 INSTALL_HINT = (
     "redlock_async.testing needs a redis-server binary on PATH "
@@ -71,6 +73,31 @@ def _served_by(port: int, timeout: float = 0.2) -> int | None:
         return None
 
 
+@dataclass(frozen=True)
+class AclUser:
+    """A Redis ACL user a test server starts with, besides the open ``default`` user.
+
+    ``rules`` are ACL rules as ``ACL SETUSER`` takes them after the password
+    (e.g. ``"~redlock:* &redlock:* +@all -@dangerous"``); the user is created
+    ``on`` with ``password`` and nothing else. The ``default`` user keeps every
+    permission and no password, so the harness (``RedisNode.client()``,
+    readiness checks, shutdown) never depends on the rules under test.
+    """
+
+    name: str
+    password: str = field(repr=False)
+    rules: str = ""
+
+    def args(self) -> list[str]:
+        """The ``redis-server`` command-line arguments that create this user."""
+        return ["--user", self.name, "reset", "on", f">{self.password}", *self.rules.split()]
+
+    def url(self, port: int) -> str:
+        """``redis://name:password@127.0.0.1:port/0``: a URL that logs in as this user."""
+        name, password = quote(self.name, safe=""), quote(self.password, safe="")
+        return f"redis://{name}:{password}@127.0.0.1:{port}/0"
+
+
 class RedisServer:
     """One ``redis-server`` process with no persistence and its own temp dir.
 
@@ -78,6 +105,10 @@ class RedisServer:
     ``restart()`` inject faults, ``stop()`` ends it and removes its files.
     Processes are only ever signalled by their own pid. Usable as a context
     manager (``with RedisServer() as server:``).
+
+    ``acl_users`` are created at every start (restarts included); ``url``
+    stays the open ``default`` user's, ``acl_users[i].url(server.port)`` logs
+    in as one of them.
     """
 
     def __init__(
@@ -85,11 +116,13 @@ class RedisServer:
         port: int | None = None,
         *,
         extra_args: Sequence[str] = (),
+        acl_users: Sequence[AclUser] = (),
         executable: str = "redis-server",
     ) -> None:
         self._requested_port = port
         self.port = port or 0
         self.extra_args = list(extra_args)
+        self.acl_users = tuple(acl_users)
         self.executable = executable
         # Its data and log; made on launch, not here: a server never started leaves nothing.
         self.dir: Path | None = None
@@ -146,6 +179,7 @@ class RedisServer:
             "--protected-mode", "no",
             "--logfile", str(self.dir / "redis.log"),
             *self.extra_args,
+            *(arg for user in self.acl_users for arg in user.args()),
         ]  # fmt: skip
         self._proc = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT

@@ -5,7 +5,10 @@ makes these fixtures available to any test suite:
 
 - ``redis_nodes``: N nodes (``@pytest.mark.redis_nodes(N)``, default 3), each
   a real ``redis-server`` behind its own port of a fault-injecting proxy;
-- ``redis_nodes_factory``: ``make(n)`` for tests that need several groups;
+  ``@pytest.mark.redis_nodes(N, acl_user=AclUser(...))`` gives every node that
+  ACL user, and node URLs that log in as it;
+- ``redis_nodes_factory``: ``make(n, acl_user=None)`` for tests that need
+  several groups;
 - ``redis_cluster``: a 3-master Redis Cluster of local processes.
 
 Everything is stopped at teardown, by pid, whatever the test's outcome.
@@ -25,30 +28,41 @@ import pytest
 
 from ._cluster import RedisClusterNodes
 from ._nodes import RedisNode, RedisNodes
-from ._server import INSTALL_HINT, find_redis_server
+from ._server import INSTALL_HINT, AclUser, find_redis_server
 
-__all__ = ["RedisNode", "RedisNodes", "redis_cluster", "redis_nodes", "redis_nodes_factory"]
+__all__ = [
+    "AclUser",
+    "RedisNode",
+    "RedisNodes",
+    "redis_cluster",
+    "redis_nodes",
+    "redis_nodes_factory",
+]
 
 DEFAULT_NODES = 3
 
 
-def _start(n: int) -> RedisNodes:
+def _start(n: int, acl_user: AclUser | None = None) -> RedisNodes:
     try:
-        return RedisNodes().start(n)
+        return RedisNodes().start(n, acl_user=acl_user)
     except RuntimeError as exc:
         pytest.fail(str(exc), pytrace=False)
 
 
 @pytest.fixture
 def redis_nodes(request: pytest.FixtureRequest) -> Iterator[RedisNodes]:
-    """N throwaway nodes (``@pytest.mark.redis_nodes(N)``, default 3)."""
+    """N throwaway nodes (``@pytest.mark.redis_nodes(N, acl_user=None)``, default 3)."""
     marker = request.node.get_closest_marker("redis_nodes")
     n = DEFAULT_NODES
+    acl_user = None
     if marker is not None:
         n = marker.args[0] if marker.args else marker.kwargs.get("n", DEFAULT_NODES)
+        acl_user = marker.kwargs.get("acl_user")
     if not isinstance(n, int) or n < 1:
         pytest.fail(f"@pytest.mark.redis_nodes(n) needs a positive int, got {n!r}", pytrace=False)
-    nodes = _start(n)
+    if acl_user is not None and not isinstance(acl_user, AclUser):
+        pytest.fail(f"redis_nodes(acl_user=...) needs an AclUser, got {acl_user!r}", pytrace=False)
+    nodes = _start(n, acl_user)
     try:
         yield nodes
     finally:
@@ -56,12 +70,12 @@ def redis_nodes(request: pytest.FixtureRequest) -> Iterator[RedisNodes]:
 
 
 @pytest.fixture
-def redis_nodes_factory() -> Iterator[Callable[[int], RedisNodes]]:
-    """``make(n)``: more groups of throwaway nodes, all stopped at teardown."""
+def redis_nodes_factory() -> Iterator[Callable[..., RedisNodes]]:
+    """``make(n, acl_user=None)``: more groups of throwaway nodes, all stopped at teardown."""
     made: list[RedisNodes] = []
 
-    def make(n: int) -> RedisNodes:
-        nodes = _start(n)
+    def make(n: int, acl_user: AclUser | None = None) -> RedisNodes:
+        nodes = _start(n, acl_user)
         made.append(nodes)
         return nodes
 
@@ -92,5 +106,7 @@ def redis_cluster() -> Iterator[RedisClusterNodes]:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "redis_nodes(n): how many nodes the redis_nodes fixture starts (default 3)"
+        "markers",
+        "redis_nodes(n, acl_user=None): how many nodes the redis_nodes fixture starts "
+        "(default 3), and an optional ACL user their URLs log in as",
     )

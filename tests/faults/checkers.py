@@ -15,9 +15,12 @@ from .history import ACQUIRE_OPS, Event, Window, windows
 
 __all__ = [
     "Verdict",
+    "cancel_safety",
     "fencing_order",
+    "holder_told",
     "liveness",
     "mutual_exclusion",
+    "no_keys_left",
     "no_lost_updates",
     "rw_exclusion",
 ]
@@ -296,3 +299,124 @@ def liveness(
     counts["heals"] = len(heals)
     figures["max_recovery"] = worst
     return Verdict("liveness", not violations, violations, counts, figures)
+
+
+def no_keys_left(events: Iterable[Event]) -> Verdict:
+    """No lock key is left on any node once the workers stopped (and cleanup had its bound).
+
+    The orchestrator writes a ``("keys", "left")`` event with the count per
+    node and one ``("key", "left")`` event per key, carrying the value (the
+    token) it held. Each key is traced to where its token came from: a grant
+    (and what became of its release), an attempt that did not become the
+    grant (``("attempts", op)`` events list their tokens), or an acquire its
+    caller cancelled (``("cancel", "acquire")`` events list its attempts').
+    """
+    history = sorted(events, key=lambda e: e.time)
+    origin: dict[str, str] = {}
+    for event in history:
+        if event.kind == "ok" and event.op in ACQUIRE_OPS and event.token:
+            origin[event.token] = f"granted to {event.process} at {event.time:.3f}"
+        elif event.kind == "attempts" and event.op in ACQUIRE_OPS:
+            for token in event.detail.split():
+                origin[token] = (
+                    f"an attempt refused or rolled back in an acquire by {event.process}"
+                    f" that ended at {event.time:.3f}"
+                )
+        elif event.kind == "cancel" and event.op.endswith("acquire"):
+            for token in event.detail.split():
+                origin[token] = f"an acquire by {event.process} cancelled at {event.time:.3f}"
+        elif event.kind in ("cancel", "fail") and event.op.endswith("release") and event.token:
+            what = "cancelled" if event.kind == "cancel" else f"failed ({event.detail})"
+            seen = origin.get(event.token, f"grant of {event.process}")
+            origin[event.token] = f"{seen}, release {what} at {event.time:.3f}"
+        elif event.kind == "release" and event.token and event.token in origin:
+            origin[event.token] += f", released at {event.time:.3f}"
+    summary = [e for e in history if e.kind == "keys" and e.op == "left"]
+    keys = [e for e in history if e.kind == "key" and e.op == "left"]
+    count = summary[-1].value or 0 if summary else len(keys)
+    violations = [
+        f"{e.key} {e.detail}: token {e.token[:12] or '?'}"
+        f" ({origin.get(e.token, 'no grant or cancelled acquire of this token recorded')})"
+        for e in keys
+    ]
+    if count and not violations:
+        violations.append(f"{count} lock keys left: {summary[-1].detail}")
+    cancelled = sum(1 for e in keys if "cancelled" in origin.get(e.token, ""))
+    return Verdict(
+        "no_keys_left",
+        not violations,
+        violations,
+        {"keys_left": max(count, len(keys)), "from_cancelled_calls": cancelled},
+    )
+
+
+def holder_told(events: Iterable[Event], bound: float) -> Verdict:
+    """Every holder learns when its grant ends: by releasing it or a loss notice.
+
+    A ``("aclose", "redlock")`` event says a worker closed the Redlock its
+    holders were using: renewals stop, so a holder's keys expire within one
+    ttl. Each grant of that worker open at that moment must end (its release
+    starts, or it is told ``lost``) within ``bound`` (the ttl plus slack); a
+    body running on past that works on a lock nobody holds. And every grant
+    of a worker that finished (``done``) ends with a release or a loss notice.
+    """
+    history = sorted(events, key=lambda e: e.time)
+    found = windows(history, ACQUIRE_OPS)
+    closes = [e for e in history if e.kind == "aclose"]
+    finished = {e.process for e in history if e.kind == "done"}
+    violations: list[str] = []
+    late: set[Window] = set()
+    for close in closes:
+        for window in found:
+            if window.process != close.process or not window.start < close.time < window.end:
+                continue
+            if window in late:
+                continue  # reported at the first close it outlived
+            if window.end > close.time + bound:
+                late.add(window)
+                end = "never" if math.isinf(window.end) else f"{window.end - close.time:.2f}s after"
+                violations.append(
+                    f"{window.describe()} was still claimed {end} its Redlock was closed at"
+                    f" {close.time:.3f}, without a loss notice (bound {bound:.2f}s)"
+                )
+    for window in found:
+        if window.process in finished and math.isinf(window.end) and window not in late:
+            violations.append(f"{window.describe()} never ended: no release, no loss notice")
+    counts = {"grants": len(found), "acloses": len(closes), "late": len(late)}
+    return Verdict("holder_told", not violations, violations, counts)
+
+
+def cancel_safety(events: Iterable[Event]) -> Verdict:
+    """A cancelled public call leaves nothing behind.
+
+    A cancelled acquire leaves no key once its commands settle (the keys
+    left at the end are traced by token to the ``("cancel", "acquire")``
+    events that list the attempts' tokens), and a lock whose release was
+    cancelled is not held (renewed) a ttl later: workers write a
+    ``("held", "abandoned")`` event for each such lock at the end.
+    """
+    history = sorted(events, key=lambda e: e.time)
+    cancelled: dict[str, Event] = {}
+    for event in history:
+        if event.kind == "cancel" and event.op.endswith("acquire"):
+            for token in event.detail.split():
+                cancelled[token] = event
+    violations = [
+        f"{e.key} {e.detail}: left by {cancelled[e.token].process}'s acquire cancelled at"
+        f" {cancelled[e.token].time:.3f} (token {e.token[:12]})"
+        for e in history
+        if e.kind == "key" and e.op == "left" and e.token in cancelled
+    ]
+    held = [e for e in history if e.kind == "held" and e.op == "abandoned"]
+    violations += [
+        f"{e.process}: lock {e.key!r} (token {e.token[:12]}) still held at {e.time:.3f},"
+        f" its release {e.detail}: renewed by nobody's will"
+        for e in held
+    ]
+    counts = {
+        "cancelled": sum(1 for e in history if e.kind == "cancel"),
+        "cancelled_acquires": sum(1 for e in history if e.kind == "cancel" and "acquire" in e.op),
+        "cancelled_releases": sum(1 for e in history if e.kind == "cancel" and "release" in e.op),
+        "still_held": len(held),
+    }
+    return Verdict("cancel_safety", not violations, violations, counts)

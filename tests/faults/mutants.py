@@ -68,7 +68,7 @@ def _extend_recreates() -> None:
 
 
 def _no_rollback() -> None:
-    _core.Core.undo = lambda self, tally, release: None  # type: ignore[method-assign]
+    _core.Core.undo = lambda self, tally, release, until=0.0: None  # type: ignore[method-assign]
 
 
 def _wall_clock() -> None:

@@ -8,6 +8,8 @@ to the same history stream the workers write (process "nemesis").
 from __future__ import annotations
 
 import os
+import random
+import shutil
 import signal
 import threading
 import time
@@ -15,10 +17,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from redlock_async.testing import RedisServer
+
 if TYPE_CHECKING:
     from .run import Cluster
 
-__all__ = ["FAULTS", "Fault", "Nemesis"]
+__all__ = ["FAULTS", "Fault", "Nemesis", "staggered_loss"]
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,39 @@ def _expiry_jump(cluster: Cluster, fault: Fault) -> Callable[[], None]:
     return lambda: None
 
 
+def _restart_empty(cluster: Cluster, fault: Fault) -> Callable[[], None]:
+    # Back at once with NO data even where persistence is on: its disk was
+    # lost too (a new machine, a wiped volume). The quarantine must cover it.
+    for i in fault.nodes:
+        server = cluster.nodes[i].server
+        assert isinstance(server, RedisServer), "needs local redis-server nodes"
+        server.kill()
+        assert server.dir is not None, "a node started by the harness has a dir"
+        shutil.rmtree(server.dir / "appendonlydir", ignore_errors=True)
+        for leftover in [*server.dir.glob("*.aof"), *server.dir.glob("*.rdb")]:
+            leftover.unlink()
+        server.launch()
+        server.wait_ready(keep_port=True)
+    return lambda: None
+
+
+def _script_flush(cluster: Cluster, fault: Fault) -> Callable[[], None]:
+    # An operator (or a deploy) empties the script cache: EVALSHA answers
+    # NOSCRIPT until something loads the scripts again.
+    for i in fault.nodes:
+        cluster.admin(i).script_flush()
+    return lambda: None
+
+
+def _client_kill(cluster: Cluster, fault: Fault) -> Callable[[], None]:
+    # An operator (or a proxy, a failover tool) kills the clients' connections:
+    # CLIENT KILL TYPE normal, the harness's own admin connection skipped.
+    # Pub/sub connections (the release announcements) are another type.
+    for i in fault.nodes:
+        cluster.admin(i).client_kill_filter(_type="normal", skipme=True)
+    return lambda: None
+
+
 FAULTS: dict[str, Action] = {
     "pause-node": _on_nodes("pause", "resume"),
     # Down for the fault's duration, then back: empty, or from its AOF.
@@ -121,7 +158,32 @@ FAULTS: dict[str, Action] = {
     "pause-worker": _worker_pause,
     "pause-holder": _pause_holder,
     "expiry-jump": _expiry_jump,
+    # Killed and back at once without its AOF/RDB (persistence or not).
+    "restart-node-empty": _restart_empty,
+    "script-flush": _script_flush,
+    "client-kill": _client_kill,
 }
+
+
+def staggered_loss(rng: random.Random) -> tuple[Fault, ...]:
+    """Staggered data loss on 3 nodes, never more than one down at a time.
+
+    Roles drawn at random (the outside review's run: A=0, B=1, C=2): C goes
+    down and later comes back from its AOF, missing the grants made
+    meanwhile; then A restarts with no data at all; then B goes down. After
+    the quarantine, A and C form the quorum: C's fencing counter is stale
+    and A's is gone. Timings jitter around the review's schedule.
+    """
+    a, b, c = rng.sample(range(3), 3)
+    c_down = rng.uniform(0.8, 1.5)
+    c_back = c_down + rng.uniform(1.5, 2.5)
+    a_empty = c_back + rng.uniform(0.0, 0.15)
+    b_down = a_empty + rng.uniform(0.05, 0.3)
+    return (
+        Fault(at=c_down, kind="kill-node", duration=c_back - c_down, nodes=(c,)),
+        Fault(at=a_empty, kind="restart-node-empty", nodes=(a,)),
+        Fault(at=b_down, kind="kill-node", duration=rng.uniform(3.0, 4.0), nodes=(b,)),
+    )
 
 
 class Nemesis:

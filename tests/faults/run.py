@@ -16,7 +16,7 @@ import random
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,9 +28,12 @@ from redlock_async.testing._proxy import ProxyListener
 
 from .checkers import (
     Verdict,
+    cancel_safety,
     fencing_order,
+    holder_told,
     liveness,
     mutual_exclusion,
+    no_keys_left,
     no_lost_updates,
     rw_exclusion,
 )
@@ -38,6 +41,12 @@ from .history import Event, load, merge
 from .nemesis import Fault, Nemesis
 
 REPO = Path(__file__).resolve().parents[2]
+
+# A restricted ACL user, as operators hand out to applications: everything
+# but the @dangerous commands (INFO, CLIENT, CONFIG, DEBUG, ...). Given on
+# redis-server's command line, so a node keeps it across restarts.
+ACL_USER = ("lockuser", "lockpass")
+ACL_ARGS = ("--user", ACL_USER[0], "on", f">{ACL_USER[1]}", "~*", "&*", "+@all", "-@dangerous")
 
 
 @dataclass(frozen=True)
@@ -64,6 +73,24 @@ class Schedule:
     stall_in_acquire: tuple[float, float] = (0.0, 0.0)  # (share of attempts, seconds)
     node_args: tuple[str, ...] = ()  # e.g. persistence for every redis-server
     wall_clock_jumps: tuple[tuple[float, float], ...] = ()  # (after s, by s), every worker
+    nodes: int = 5  # redis-server nodes behind the proxy
+    # More faults drawn from the run's seed (randomized variants of a schedule).
+    faults_for: Callable[[random.Random], tuple[Fault, ...]] | None = None
+    acl_user: bool = False  # workers log in as ACL_USER (+@all -@dangerous)
+    loop: str = "asyncio"  # the workers' event loop: asyncio | uvloop
+    driver: str = "resp"  # resp (URLs) | redis-py (redis.asyncio.Redis clients passed in)
+    # Worker behaviours: aclose() of the worker's Redlock while holders work,
+    # every (min, max) seconds, then a fresh one; cancellation of public
+    # awaits (acquire, extend, release, async-with enter/exit) at random,
+    # each with this probability; explicit extends per holding second.
+    aclose_every: tuple[float, float] | None = None
+    cancel_share: float = 0.0
+    extend_rate: float = 0.0
+    # Lock keys must all be gone this many seconds after the workers stopped
+    # (None: checked only when the schedule injects no fault, at once).
+    keys_left_bound: float | None = None
+    worker_grace: float = 60.0  # how long past its duration a worker may run
+    must_be_live: bool = False  # liveness counts as a violation (e.g. a loop it must run on)
     # Checkers expected to FAIL (outside the model, the suite must see it).
     expect_violations: tuple[str, ...] = ()
     max_recovery: float = math.inf
@@ -87,8 +114,13 @@ class Outcome:
 
     @property
     def violated(self) -> list[str]:
-        """Safety checkers that found a violation (liveness is reported, not counted)."""
-        return [name for name, v in self.verdicts.items() if not v.ok and name != "liveness"]
+        """Safety checkers that found a violation (liveness is reported, not counted,
+        unless the schedule says it must be live)."""
+        return [
+            name
+            for name, v in self.verdicts.items()
+            if not v.ok and (name != "liveness" or v.name.endswith("(must be live)"))
+        ]
 
     def summary(self) -> str:
         lines = [
@@ -105,9 +137,16 @@ class Cluster:
     """Nodes, the resource, and the workers' routes to the nodes."""
 
     def __init__(
-        self, n_nodes: int, n_workers: int, workdir: Path, node_args: Sequence[str] = ()
+        self,
+        n_nodes: int,
+        n_workers: int,
+        workdir: Path,
+        node_args: Sequence[str] = (),
+        user: tuple[str, str] | None = None,
     ) -> None:
         self.workdir = workdir
+        self.user = user
+        self._admins: dict[int, redis.Redis] = {}
         self.nodes = RedisNodes()
         self.resource = RedisServer()
         self.routes: list[list[ProxyListener]] = []
@@ -122,11 +161,19 @@ class Cluster:
             raise
 
     def urls(self, worker: int) -> list[str]:
-        return [f"redis://127.0.0.1:{listener.port}/0" for listener in self.routes[worker]]
+        login = f"{self.user[0]}:{self.user[1]}@" if self.user else ""
+        return [f"redis://{login}127.0.0.1:{listener.port}/0" for listener in self.routes[worker]]
 
     def listeners(self, nodes: Sequence[int], workers: Sequence[int]) -> list[ProxyListener]:
         chosen = workers or range(len(self.routes))
         return [self.routes[w][i] for w in chosen for i in nodes]
+
+    def admin(self, node: int) -> redis.Redis:
+        """One admin client per node, straight to the server (the default user)."""
+        client = self._admins.get(node)
+        if client is None:
+            client = self._admins[node] = self.nodes[node].client()
+        return client
 
     def worker_pid(self, worker: int) -> int:
         return self.processes[worker].pid
@@ -176,7 +223,13 @@ def run_schedule(
         old.unlink()  # histories are appended to: start each run from none
     rng = random.Random(seed)
     started_wall = time.monotonic()
-    cluster = Cluster(5, schedule.workers, workdir, schedule.node_args)
+    faults = schedule.faults
+    if schedule.faults_for is not None:
+        # Its own stream: the workers' seeds stay what they were for this seed.
+        faults += schedule.faults_for(random.Random(seed * 7919 + 1))
+    node_args = (*schedule.node_args, *(ACL_ARGS if schedule.acl_user else ()))
+    user = ACL_USER if schedule.acl_user else None
+    cluster = Cluster(schedule.nodes, schedule.workers, workdir, node_args, user)
     nemesis_file = workdir / "nemesis.jsonl"
     record = _Recorder(nemesis_file, "nemesis")
     try:
@@ -205,23 +258,28 @@ def run_schedule(
                 "fair": schedule.fair,
                 "stall_in_acquire": schedule.stall_in_acquire,
                 "wall_clock_jumps": schedule.wall_clock_jumps,
+                "driver": schedule.driver,
+                "aclose_every": schedule.aclose_every,
+                "cancel_share": schedule.cancel_share,
+                "extend_rate": schedule.extend_rate,
                 "out": str(out),
                 "mutant": mutant,
             }
+            loop = ("--loop", schedule.loop) if schedule.loop != "asyncio" else ()
             cluster.processes.append(
                 subprocess.Popen(
-                    [sys.executable, "-m", "tests.faults.worker", json.dumps(config)],
+                    [sys.executable, "-m", "tests.faults.worker", json.dumps(config), *loop],
                     cwd=REPO,
                     env={**os.environ, "PYTHONPATH": str(REPO)},
                 )
             )
         t0 = time.monotonic()
-        nemesis = Nemesis(cluster, schedule.faults, record)
+        nemesis = Nemesis(cluster, faults, record)
         nemesis.start(t0)
         codes: list[int | None] = []
         for process in cluster.processes:
             try:
-                codes.append(process.wait(timeout=schedule.duration + 60))
+                codes.append(process.wait(timeout=schedule.duration + schedule.worker_grace))
             except subprocess.TimeoutExpired:
                 process.kill()
                 codes.append(None)
@@ -233,12 +291,22 @@ def run_schedule(
             counter = resource.get("counter")
         record("read", "read", key="job", value=int(counter or 0))
         left = _lock_keys(cluster)
+        if schedule.keys_left_bound:
+            # Cleanup may still be landing (a retried release): give it the bound.
+            settle = time.monotonic() + schedule.keys_left_bound
+            while sum(left) and time.monotonic() < settle:
+                time.sleep(0.05)
+                left = _lock_keys(cluster)
         record("keys", "left", value=sum(left), detail=f"per node {left}")
+        for index, key, token, pttl in _left_keys(cluster):
+            record("key", "left", key=key, token=token, detail=f"node {index} pttl {pttl} ms")
         events = merge(load(path) for path in [*cluster.outputs, nemesis_file])
     finally:
         record.close()
         cluster.close()
-    verdicts = judge(events, schedule, t0, end)
+    verdicts = judge(events, schedule, t0, end, faulted=bool(faults))
+    if schedule.must_be_live:
+        verdicts["liveness"].name = "liveness (must be live)"
     acquires = [e for e in events if e.op.endswith("acquire") and e.kind in ("ok", "fail")]
     return Outcome(
         schedule=schedule.name,
@@ -273,19 +341,41 @@ def _lock_keys(cluster: Cluster) -> list[int]:
     return counts
 
 
-def judge(events: list[Event], schedule: Schedule, t0: float, end: float) -> dict[str, Verdict]:
+def _left_keys(cluster: Cluster) -> list[tuple[int, str, str, int]]:
+    """(node, key, value, pttl) of every lock key left on a node that is up."""
+    found = []
+    for index, node in enumerate(cluster.nodes):
+        try:
+            client = node.client()
+            for key in client.keys(b"redlock:*"):
+                name = key if isinstance(key, bytes) else str(key).encode()
+                if name.endswith((b":fence", b":rwfence")):
+                    continue
+                value = client.get(name) if client.type(name) == b"string" else None
+                token = value.decode(errors="replace") if isinstance(value, bytes) else ""
+                found.append((index, name.decode(errors="replace"), token, int(client.pttl(name))))
+        except redis.RedisError:
+            continue  # down: it holds nothing anyone can see
+    return found
+
+
+def judge(
+    events: list[Event], schedule: Schedule, t0: float, end: float, *, faulted: bool | None = None
+) -> dict[str, Verdict]:
     verdicts = {"mutual_exclusion": mutual_exclusion(events, ("acquire",))}
-    if not schedule.faults:
+    if faulted is None:
+        faulted = bool(schedule.faults or schedule.faults_for)
+    if not faulted or schedule.keys_left_bound is not None:
         # With no fault, every attempt's outcome was known: a key left behind
-        # right after the workers stopped is a leak (rollback or release missing).
-        left = [e for e in events if e.kind == "keys"]
-        count = left[-1].value if left else 0
-        verdicts["no_keys_left"] = Verdict(
-            "no_keys_left",
-            not count,
-            [f"{count} lock keys left: {left[-1].detail}"] if count else [],
-            {"keys_left": count or 0},
-        )
+        # right after the workers stopped is a leak (rollback or release
+        # missing). Faults that lose no node (a script flush, killed client
+        # connections, cancellations) leave the library every chance to clean
+        # up too, within the schedule's bound.
+        verdicts["no_keys_left"] = no_keys_left(events)
+    if schedule.aclose_every is not None or schedule.cancel_share:
+        verdicts["holder_told"] = holder_told(events, bound=schedule.ttl + 0.3)
+    if schedule.cancel_share:
+        verdicts["cancel_safety"] = cancel_safety(events)
     if schedule.workload == "renew":
         verdicts["loss_notice"] = loss_notice(events, schedule.ttl)
     done = [e for e in events if e.kind == "done"]

@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from .checkers import fencing_order, liveness, mutual_exclusion, no_lost_updates, rw_exclusion
+from .checkers import (
+    cancel_safety,
+    fencing_order,
+    holder_told,
+    liveness,
+    mutual_exclusion,
+    no_keys_left,
+    no_lost_updates,
+    rw_exclusion,
+)
 from .history import Event, History, dump, load, merge, windows
 
 
@@ -467,3 +476,121 @@ def test_loss_notice_ignores_grants_made_as_the_jump_began() -> None:
         release(13.0, "w1", "a"),
     ]
     assert loss_notice(racing, ttl=1.0).ok
+
+
+# -- keys left, holders told, cancellations (issue 14's findings) -----------
+
+
+def left(time: float, key: str, token: str, node: int = 0) -> Event:
+    return Event(time, "nemesis", "key", "left", key, token, detail=f"node {node} pttl 900 ms")
+
+
+def test_no_keys_left_passes_when_none_is_left() -> None:
+    history = [grant(1.0, "w1", "a", 2.0), Event(1.5, "w1", "release", "acquire", "k", "a")]
+    history.append(Event(3.0, "nemesis", "keys", "left", value=0, detail="per node [0, 0, 0]"))
+    verdict = no_keys_left(history)
+    assert verdict.ok, verdict
+    assert verdict.counts["keys_left"] == 0
+
+
+def test_no_keys_left_traces_each_key_to_its_grant_and_release() -> None:
+    history = [
+        grant(1.0, "w1", "aaaa", 2.0),
+        Event(1.5, "w1", "release", "acquire", "k", "aaaa"),
+        Event(1.6, "w1", "fail", "release", "k", "aaaa", detail="LockNotOwned"),
+        Event(3.0, "nemesis", "keys", "left", value=2, detail="per node [1, 1, 0]"),
+        left(3.0, "redlock:{k}", "aaaa", node=0),
+        left(3.0, "redlock:{k}", "zzzz", node=1),
+        Event(0.5, "w2", "attempts", "acquire", "k", detail="r1 r2"),
+        left(3.0, "redlock:{k}", "r2", node=2),
+    ]
+    verdict = no_keys_left(history)
+    assert not verdict.ok
+    first, second, third = verdict.violations
+    assert "refused or rolled back in an acquire by w2 that ended at 0.500" in third
+    assert "node 0" in first
+    assert "granted to w1 at 1.000" in first
+    assert "released at 1.500" in first
+    assert "release failed (LockNotOwned) at 1.600" in first
+    assert "no grant or cancelled acquire" in second
+
+
+def test_no_keys_left_falls_back_to_the_count() -> None:
+    history = [Event(3.0, "nemesis", "keys", "left", value=3, detail="per node [3, 0]")]
+    verdict = no_keys_left(history)
+    assert not verdict.ok
+    assert verdict.violations == ["3 lock keys left: per node [3, 0]"]
+
+
+def test_cancel_safety_names_a_key_left_by_a_cancelled_acquire() -> None:
+    history = [
+        Event(1.0, "w2", "cancel", "acquire", "k", detail="t1 t2"),
+        grant(1.2, "w1", "t3", 2.0),
+        Event(1.3, "w1", "release", "acquire", "k", "t3"),
+        left(3.0, "redlock:{k}", "t2", node=4),
+        left(3.0, "redlock:{k}", "t3", node=1),  # not from a cancelled call: no_keys_left's
+    ]
+    verdict = cancel_safety(history)
+    assert not verdict.ok
+    [violation] = verdict.violations
+    assert "node 4" in violation
+    assert "w2's acquire cancelled at 1.000" in violation
+    assert verdict.counts["cancelled_acquires"] == 1
+    assert "cancelled acquire by w2" not in no_keys_left(history).violations[1]
+    assert "an acquire by w2 cancelled at 1.000" in no_keys_left(history).violations[0]
+
+
+def test_cancel_safety_names_a_lock_renewed_after_its_release_was_cancelled() -> None:
+    history = [
+        grant(1.0, "w1", "t1", None),
+        Event(1.5, "w1", "release", "acquire", "k", "t1"),
+        Event(1.501, "w1", "cancel", "release", "k", "t1"),
+        Event(9.0, "w1", "held", "abandoned", "k", "t1", detail="cancelled at 1.501"),
+    ]
+    verdict = cancel_safety(history)
+    assert not verdict.ok
+    assert "still held at 9.000" in verdict.violations[0]
+    assert verdict.counts == {
+        "cancelled": 1,
+        "cancelled_acquires": 0,
+        "cancelled_releases": 1,
+        "still_held": 1,
+    }
+    # Cancelled calls that left nothing behind are fine.
+    assert cancel_safety(history[:3]).ok
+
+
+def test_holder_told_accepts_a_holder_told_within_the_bound() -> None:
+    history = [
+        grant(1.0, "w1", "a", None),
+        Event(1.2, "w1", "aclose", "redlock"),
+        Event(1.6, "w1", "lost", "acquire", "k", "a"),
+        grant(1.1, "w2", "b", None, key="other"),  # another worker's grant: not its close
+        Event(5.0, "w2", "release", "acquire", "other", "b"),
+        Event(6.0, "w1", "done", "worker", value=0),
+    ]
+    verdict = holder_told(history, bound=0.8)
+    assert verdict.ok, verdict
+    assert verdict.counts == {"grants": 2, "acloses": 1, "late": 0}
+
+
+def test_holder_told_names_a_body_running_on_after_aclose() -> None:
+    history = [
+        grant(1.0, "w1", "a", None),
+        Event(1.2, "w1", "aclose", "redlock"),
+        Event(1.9, "w1", "aclose", "redlock"),  # a second close: the same window, once
+        Event(3.5, "w1", "release", "acquire", "k", "a"),
+    ]
+    verdict = holder_told(history, bound=0.8)
+    assert not verdict.ok
+    [violation] = verdict.violations
+    assert "still claimed 2.30s after its Redlock was closed at 1.200" in violation
+
+
+def test_holder_told_names_a_grant_that_never_ended() -> None:
+    history = [grant(1.0, "w1", "a", None), Event(6.0, "w1", "done", "worker", value=0)]
+    verdict = holder_told(history, bound=0.8)
+    assert not verdict.ok
+    assert "never ended" in verdict.violations[0]
+    # A grant with a claimed validity end needs no notice: it ends by itself.
+    assert holder_told([grant(1.0, "w1", "a", 2.0), history[1]], bound=0.8).ok

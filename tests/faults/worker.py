@@ -9,6 +9,7 @@ a worker that is SIGKILLed still leaves its history up to that point.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import random
 import sys
@@ -17,7 +18,7 @@ from typing import Any, TextIO
 
 import redis.asyncio
 
-from redlock_async import Lock, LockLost, Redlock, RedlockError
+from redlock_async import Lock, LockLost, LockNotAcquired, Redlock, RedlockError
 
 from . import mutants
 
@@ -43,13 +44,49 @@ class Recorder:
         self._file.write(json.dumps(event) + "\n")
 
 
+# The tokens of the attempts the current task's acquire made (see _watch_tokens):
+# a cancelled acquire's tokens go into its history event, so a key left
+# behind can be traced to it.
+_ATTEMPTS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
+    "attempts", default=None
+)
+
+
+def _watch_tokens(redlock: Redlock) -> Redlock:
+    make = redlock._core.new_token
+
+    def new_token() -> bytes:
+        token = make()
+        tokens = _ATTEMPTS.get()
+        if tokens is not None:
+            tokens.append(token.decode())
+        return token
+
+    redlock._core.new_token = new_token
+    return redlock
+
+
+def _token(lock: Lock) -> str:
+    grant = lock._grant
+    return grant.token.decode() if grant is not None else ""
+
+
 async def run(config: dict[str, Any]) -> None:
     record = Recorder(config["out"], config["process"])
     rng = random.Random(config["seed"])
     workload: str = config["workload"]
     deadline = time.monotonic() + config["duration"]
     resource = redis.asyncio.Redis.from_url(config["resource"])
-    redlock = Redlock(config["urls"], **config.get("redlock", {}))
+    clients: list[redis.asyncio.Redis] = []
+    if config.get("driver") == "redis-py":
+        # Clients passed in: the library's redis-py driver (Redlock leaves them open).
+        clients = [redis.asyncio.Redis.from_url(url) for url in config["urls"]]
+
+    def new_redlock() -> Redlock:
+        nodes: list[Any] = list(clients) or list(config["urls"])
+        return _watch_tokens(Redlock(nodes, **config.get("redlock", {})))
+
+    redlock = new_redlock()
     ttl: float = config["ttl"]
     hold_min, hold_max = config.get("hold", (0.0, 0.05))
     overrun: float = config.get("overrun", 0.0)
@@ -117,6 +154,13 @@ async def run(config: dict[str, Any]) -> None:
             return
         await asyncio.sleep(min(rng.uniform(hold_min, hold_max), lock.valid_for))
 
+    def attempts(op: str, tokens: list[str], granted: str) -> None:
+        # The tokens of attempts that did not become the grant (refused,
+        # rolled back): a key one of them left can be traced to it.
+        failed = [t for t in tokens if t != granted]
+        if failed:
+            record("attempts", op, key=key, detail=" ".join(failed))
+
     async def one_grant(index: int) -> None:
         kind = "exclusive"
         if workload == "rw":
@@ -136,17 +180,22 @@ async def run(config: dict[str, Any]) -> None:
         else:
             lock = redlock.lock(key, cancel_on_lost=workload == "renew", **options)
         record("invoke", op, key=key)
+        tokens: list[str] = []
+        _ATTEMPTS.set(tokens)
         try:
             ok = await lock.acquire(timeout=config.get("acquire_timeout", 1.0))
         except RedlockError as exc:
+            attempts(op, tokens, "")
             record("fail", op, key=key, detail=str(exc)[:200])
             return
         if not ok:
+            attempts(op, tokens, "")
             record("fail", op, key=key, detail="timeout")
             return
         grant = lock._grant
         assert grant is not None
         token = grant.token.decode()
+        attempts(op, tokens, token)  # before the grant: holders() reads the last line
         now = time.monotonic()
         # An auto-renewed holder claims the lock until it is told of a loss
         # (or releases); others until the validity acquire() reported.
@@ -177,9 +226,175 @@ async def run(config: dict[str, Any]) -> None:
         if lock.lost:
             record("lost", "acquire", key=key, token=token)
 
+    cancel_share: float = config.get("cancel_share", 0.0)
+    # Locks whose release (or acquire) was cancelled: an application keeps
+    # such an object (an attribute, a registry) - dropping it would let the
+    # garbage collector stop a renewal the library should have stopped.
+    abandoned: list[tuple[Lock, float]] = []
+
+    def cancels(share: float = 1.0) -> bool:
+        return cancel_share > 0 and rng.random() < cancel_share * share
+
+    def soon() -> float:
+        # A random point: mid-command (a few ms) or mid-wait (retries, renewals).
+        return rng.uniform(0.0, 0.004) if rng.random() < 0.7 else rng.uniform(0.0, 0.3)
+
+    async def chaos_hold(lock: Lock, token: str) -> bool:
+        """A renewed holder's body; False once it was told the lock is lost."""
+        if workload == "counter" and lock.held:
+            value = int(await resource.get("counter") or 0)
+            try:
+                await asyncio.sleep(rng.uniform(0, config.get("gap", 0.002)))
+            except asyncio.CancelledError:
+                record("unknown", "increment", key=key, token=token)  # never written
+                raise
+            await resource.set("counter", value + 1)
+            record("ok", "increment", key=key, token=token, value=value + 1)
+        end = time.monotonic() + rng.uniform(hold_min, hold_max)
+        while (left := end - time.monotonic()) > 0:
+            if lock.lost:
+                record("lost", "acquire", key=key, token=token)
+                return False
+            step = min(left, 0.05)
+            if rng.random() < config.get("extend_rate", 0.0) * step:
+                try:
+                    if cancels():
+                        async with asyncio.timeout(soon()):
+                            await lock.extend()
+                    else:
+                        await lock.extend()
+                except TimeoutError:
+                    record("cancel", "extend", key=key, token=token)
+                except RedlockError as exc:
+                    record("lost", "acquire", key=key, token=token, detail=type(exc).__name__)
+                    return False
+                continue
+            lost = asyncio.ensure_future(lock.lost_event.wait())
+            try:
+                await asyncio.wait({lost}, timeout=step)
+            finally:
+                lost.cancel()
+        if lock.lost:
+            record("lost", "acquire", key=key, token=token)
+            return False
+        return True
+
+    async def chaos_grant() -> None:
+        # An auto-renewed lock, taken with acquire()/release() or `async with`,
+        # any public await of it possibly cancelled at a random point.
+        timeout = config.get("acquire_timeout", 1.0)
+        fencing = workload == "fenced"
+        lock = redlock.lock(key, ttl=ttl, timeout=timeout, fencing=fencing, cancel_on_lost=True)
+        tokens: list[str] = []
+        _ATTEMPTS.set(tokens)
+        record("invoke", "acquire", key=key)
+        if rng.random() < 0.5:
+            try:
+                # Acquires a third as often: a cancelled one grants nothing,
+                # and the releases and renewals need grants to happen at all.
+                if cancels(1 / 3):
+                    async with asyncio.timeout(soon()):
+                        ok = await lock.acquire(timeout=timeout)
+                else:
+                    ok = await lock.acquire(timeout=timeout)
+            except TimeoutError:
+                record("cancel", "acquire", key=key, detail=" ".join(tokens))
+                abandoned.append((lock, time.monotonic()))
+                return
+            except RedlockError as exc:
+                attempts("acquire", tokens, "")
+                record("fail", "acquire", key=key, detail=str(exc)[:200])
+                return
+            if not ok:
+                attempts("acquire", tokens, "")
+                record("fail", "acquire", key=key, detail="timeout")
+                return
+            token = _token(lock)
+            attempts("acquire", tokens, token)
+            record("ok", "acquire", key=key, token=token, fence=lock.fencing_token)
+            holding.add(token)
+            try:
+                told = await chaos_hold(lock, token)
+            finally:
+                holding.discard(token)
+            if not told:
+                return
+            record("release", "acquire", key=key, token=token)
+            try:
+                if cancels():
+                    async with asyncio.timeout(soon()):
+                        await lock.release()
+                else:
+                    await lock.release()
+            except TimeoutError:
+                record("cancel", "release", key=key, token=token)
+                abandoned.append((lock, time.monotonic()))
+            except RedlockError as exc:
+                record("fail", "release", key=key, token=token, detail=type(exc).__name__)
+            return
+        # The same through `async with`: its enter and its exit cancelled at random.
+        token = ""
+        told = True
+        try:
+            async with asyncio.timeout(soon() if cancels(1 / 3) else None) as scope:
+                async with lock:
+                    scope.reschedule(None)
+                    token = _token(lock)
+                    attempts("acquire", tokens, token)
+                    record("ok", "acquire", key=key, token=token, fence=lock.fencing_token)
+                    holding.add(token)
+                    try:
+                        told = await chaos_hold(lock, token)
+                    except asyncio.CancelledError:
+                        # The library cancelled the body: the lock was lost.
+                        record("lost", "acquire", key=key, token=token, detail="body cancelled")
+                        told = False
+                        raise
+                    finally:
+                        holding.discard(token)
+                    if told:
+                        record("release", "acquire", key=key, token=token)
+                        if cancels():
+                            scope.reschedule(asyncio.get_running_loop().time() + soon())
+        except TimeoutError:
+            if not token:
+                record("cancel", "acquire", key=key, detail=" ".join(tokens))
+            else:
+                record("cancel", "release", key=key, token=token, detail="async with exit")
+            abandoned.append((lock, time.monotonic()))
+        except LockNotAcquired as exc:
+            attempts("acquire", tokens, "")
+            record("fail", "acquire", key=key, detail=str(exc)[:200])
+        except LockLost as exc:
+            if told and token:
+                # Told only at exit, after the body had finished.
+                record("fail", "release", key=key, token=token, detail=type(exc).__name__)
+        except RedlockError as exc:
+            record("fail", "acquire" if not token else "release", key=key, token=token or None,
+                   detail=str(exc)[:200])  # fmt: skip
+
+    async def closer() -> None:
+        # aclose() of this worker's Redlock while its holders work; new grants
+        # go through a fresh one from then on.
+        nonlocal redlock
+        spread = config.get("aclose_every")
+        if not spread:
+            return
+        while time.monotonic() < deadline - 1.0:
+            await asyncio.sleep(rng.uniform(*spread))
+            while not holding and time.monotonic() < deadline - 1.0:  # noqa: ASYNC110 - a harness polls
+                await asyncio.sleep(0.005)
+            if not holding:
+                return
+            old, redlock = redlock, new_redlock()
+            record("aclose", "redlock", detail=f"{len(holding)} holding")
+            await old.aclose()
+
+    chaotic = bool(cancel_share or config.get("aclose_every"))
+
     async def loop(index: int) -> None:
         while time.monotonic() < deadline:
-            await one_grant(index)
+            await (chaos_grant() if chaotic else one_grant(index))
             await asyncio.sleep(rng.uniform(0, config.get("think", 0.01)))
 
     async def blocker() -> None:
@@ -208,10 +423,20 @@ async def run(config: dict[str, Any]) -> None:
 
     started = time.monotonic()
     try:
-        await asyncio.gather(blocker(), ticker(), *(loop(i) for i in range(config.get("tasks", 2))))
+        await asyncio.gather(
+            blocker(), ticker(), closer(), *(loop(i) for i in range(config.get("tasks", 2)))
+        )
     finally:
+        for lock, cancelled_at in abandoned:
+            # A lock whose release (or acquire) was cancelled must not stay
+            # held: past one ttl it can only be a renewal nobody stops.
+            if lock.held and time.monotonic() - cancelled_at > lock.ttl + 0.1:
+                record("held", "abandoned", key=key, token=_token(lock),
+                       detail=f"cancelled at {cancelled_at:.3f}")  # fmt: skip
         await redlock.aclose()
         await resource.aclose()
+        for client in clients:
+            await client.aclose()
         await asyncio.sleep(0)  # let cancelled callbacks run
         # After aclose(), nothing of the library may still run in this process.
         stray = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
@@ -232,11 +457,19 @@ def _jumping_wall_clock(jumps: list[tuple[float, float]]) -> None:
 
 
 def main() -> None:
+    # python -m tests.faults.worker '<json config>' [--loop asyncio|uvloop]
     config = json.loads(sys.argv[1])
+    loop = sys.argv[sys.argv.index("--loop") + 1] if "--loop" in sys.argv else "asyncio"
     if config.get("mutant"):
         mutants.apply(config["mutant"])
     if config.get("wall_clock_jumps"):
         _jumping_wall_clock([(float(a), float(d)) for a, d in config["wall_clock_jumps"]])
+    if loop == "uvloop":
+        import uvloop  # only the workers that ask for it need it
+
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(run(config))
+        return
     asyncio.run(run(config))
 
 

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from redlock_async import NodeError, Redlock
+from redlock_async import NodeConnectionError, NodeError, Redlock
 from redlock_async._quorum import PENDING
 from redlock_async.testing import RedisNode, RedisNodes
 
@@ -104,12 +104,25 @@ async def test_a_vote_resent_as_eval_is_still_quarantined(
     await warm.release()
     await settle()
     n1.client().script_flush()
-    lock = redlock.lock("job", ttl=5.0, auto_extend=False)
-    assert await lock.acquire(blocking=False)  # granted by n2 and n3
-    assert lock._grant is not None
-    replies = lock._grant.acquired.replies
-    assert await eventually(lambda: replies[0] is not PENDING)
-    assert isinstance(replies[0], NodeError)
-    assert "quarantined" in str(replies[0])
-    await lock.release()
+    seen = []
+    for attempt in range(6):
+        lock = redlock.lock(f"job{attempt}", ttl=5.0, auto_extend=False)
+        assert await lock.acquire(blocking=False)  # granted by n2 and n3
+        assert lock._grant is not None
+        replies = lock._grant.acquired.replies
+        assert await eventually(lambda: replies[0] is not PENDING)  # noqa: B023
+        # Never a counted yes: the lean driver does not resend a granting
+        # script (NOSCRIPT, then the scripts are reloaded); redis-py resends
+        # it as EVAL, and that vote is quarantined like any other. (On
+        # uvloop, redis-py's first commands after the restart may also fail
+        # on dead pooled connections: not yes votes either.)
+        assert isinstance(replies[0], NodeError)
+        assert isinstance(replies[0], NodeConnectionError) or any(
+            word in str(replies[0]) for word in ("quarantined", "NOSCRIPT")
+        )
+        seen.append(str(replies[0]))
+        await lock.release()
+        if "quarantined" in seen[-1]:
+            break
+    assert "quarantined" in seen[-1], seen  # once the scripts are back, too
     assert await no_keys_left([n1])

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import random
+import time
+from typing import Any
+
+import pytest
 
 from redlock_async import Redlock
 from redlock_async.testing import RedisNodes
@@ -134,3 +139,74 @@ async def test_wake_ups_survive_a_lost_connection(redis_nodes: RedisNodes) -> No
         assert await eventually(lambda: subscribers(redis_nodes) == [1, 1, 1])
         await holder.release()
         assert await asyncio.wait_for(waiter, 30.0)
+
+
+def shard_channels(nodes: RedisNodes) -> list[list[bytes | str]]:
+    """Every node's subscribed shard channels, straight from the server."""
+    return [list(node.client().pubsub_shardchannels()) for node in nodes]
+
+
+async def test_cancelled_while_subscribing_leaves_no_subscription(
+    make_redlock: MakeRedlock, redis_nodes: RedisNodes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A plain asyncio.timeout around acquire() can cancel it while it waits for
+    # the nodes to confirm its subscription: the waiter must leave anyway.
+    redlock = make_redlock(retry_delay=60.0, retry_jitter=0.0)
+    names = [f"job{i}" for i in range(3)]
+    for name in names:
+        assert await redlock.lock(name, ttl=60.0).acquire()
+    hub = redlock._core.wake
+    assert hub is not None
+    subscribe = hub.subscribe
+    entered: dict[asyncio.Task[Any], asyncio.Event] = {}
+    hits = 0
+
+    async def spy(*args: Any, **kwargs: Any) -> Any:
+        nonlocal hits
+        task = asyncio.current_task()
+        assert task is not None
+        entered[task].set()
+        try:
+            return await subscribe(*args, **kwargs)
+        except asyncio.CancelledError:
+            hits += 1
+            raise
+
+    monkeypatch.setattr(hub, "subscribe", spy)
+    rng = random.Random(14)
+
+    async def cancel_soon(task: asyncio.Task[Any]) -> None:
+        await asyncio.wait_for(entered[task].wait(), 10.0)
+        for _ in range(rng.randrange(8)):  # a random point of the subscription
+            await asyncio.sleep(0)
+        task.cancel()
+
+    for _ in range(25):
+        tasks = []
+        for name in rng.sample(names * 2, 4):  # some waiters share a channel
+            task = asyncio.ensure_future(redlock.lock(name, ttl=10.0).acquire(timeout=50.0))
+            entered[task] = asyncio.Event()
+            tasks.append(task)
+        await asyncio.gather(*(cancel_soon(task) for task in tasks))
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        assert all(isinstance(r, asyncio.CancelledError) for r in results), results
+    assert hits >= 10  # most cancellations landed inside subscribe()
+    assert hub._waiters == {}
+    left = shard_channels  # PUBSUB SHARDCHANNELS on every node
+    assert await eventually(lambda: left(redis_nodes) == [[], [], []]), left(redis_nodes)
+
+
+async def test_acquire_timeout_bounds_the_subscription(
+    make_redlock: MakeRedlock, redis_nodes: RedisNodes
+) -> None:
+    # A blackholed node never confirms a subscription: acquire(timeout=) must
+    # not wait node_timeout for it.
+    redlock = make_redlock(node_timeout=1.0, retry_delay=60.0, retry_jitter=0.0)
+    assert await redlock.lock("job", ttl=30.0).acquire()  # held elsewhere
+    redis_nodes[2].blackhole()
+    try:
+        started = time.monotonic()
+        assert not await redlock.lock("job", ttl=10.0).acquire(timeout=0.05)
+        assert time.monotonic() - started < 0.5  # node_timeout + timeout would be 1.05
+    finally:
+        redis_nodes[2].heal()

@@ -17,6 +17,7 @@ from redis.asyncio import RedisCluster
 from redis.crc import key_slot
 
 from redlock_async.testing import (
+    AclUser,
     RedisClusterNodes,
     RedisNodes,
     RedisServer,
@@ -178,6 +179,39 @@ def test_server_on_its_own(tmp_path: Path) -> None:
     assert not alive(pid)
     assert not workdir.exists()
     server.stop()  # idempotent
+
+
+READER = AclUser("reader", "p@ss:w/rd", "~app:* +get +ping")
+
+
+@pytest.mark.redis_nodes(2, acl_user=READER)
+def test_nodes_with_an_acl_user(redis_nodes: RedisNodes) -> None:
+    node = redis_nodes[0]
+    assert node.url == f"redis://reader:p%40ss%3Aw%2Frd@127.0.0.1:{node.port}/0"
+    assert READER.password not in repr(node) + repr(redis_nodes) + repr(READER)
+    node.client().set(b"app:x", b"1")  # the harness keeps the open default user
+    for url in (node.url, node.direct_url):
+        as_user = redis.Redis.from_url(url, socket_timeout=5.0)
+        assert as_user.get(b"app:x") == b"1"
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            as_user.set(b"app:x", b"2")
+        as_user.close()
+    node.restart()  # the user comes back with the server
+    as_user = redis.Redis.from_url(node.url, socket_timeout=5.0)
+    assert as_user.ping()
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        as_user.info()
+    as_user.close()
+
+
+def test_server_with_an_acl_user() -> None:
+    with RedisServer(acl_users=[READER]) as server:
+        assert server.url == f"redis://127.0.0.1:{server.port}/0"  # the default user's
+        as_user = redis.Redis.from_url(READER.url(server.port), socket_timeout=5.0)
+        assert as_user.ping()
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            as_user.set(b"app:x", b"2")
+        as_user.close()
 
 
 def test_missing_binary_says_how_to_install() -> None:

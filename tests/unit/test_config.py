@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+import redis.asyncio
 
 from redlock_async import ConfigurationError, Redlock
 from redlock_async._address import parse_url, redact_url
@@ -114,7 +115,7 @@ def test_passwords_never_appear_in_errors() -> None:
 def test_url_parsing() -> None:
     a = parse_url("redis://u:p%40ss@example.com:7000/3")
     assert (a.host, a.port, a.db, a.username, a.password) == ("example.com", 7000, 3, "u", "p@ss")
-    assert a.display == "redis://u:***@example.com:7000/3"
+    assert a.display == "redis://***@example.com:7000/3"  # the user name is hidden too
     assert "p@ss" not in repr(a)
     b = parse_url("unix:///var/run/redis.sock?db=2")
     assert (b.path, b.db) == ("/var/run/redis.sock", 2)
@@ -138,3 +139,85 @@ def test_fencing_is_for_exclusive_and_write_locks() -> None:
     redlock.rwlock("x").write(fencing=True)
     with pytest.raises(ConfigurationError, match="fencing"):
         redlock.rwlock("x").read(fencing=True)
+
+
+# -- ttl bounds (issue 14, C) -----------------------------------------------
+
+
+@pytest.mark.parametrize("ttl", [1e17, 366 * 24 * 3600.0 + 1, 0.005])
+def test_ttl_outside_the_bounds_is_refused_by_every_factory(ttl: float) -> None:
+    redlock = Redlock([URL])
+    with pytest.raises(ConfigurationError, match="ttl"):
+        redlock.lock("x", ttl=ttl)
+    with pytest.raises(ConfigurationError, match="ttl"):
+        redlock.rwlock("x").write(ttl=ttl)
+    with pytest.raises(ConfigurationError, match="ttl"):
+        redlock.rwlock("x", ttl=ttl)
+    with pytest.raises(ConfigurationError, match="ttl"):
+        redlock.synchronized("x", ttl=ttl)
+
+
+def test_a_ttl_within_its_drift_allowance_is_refused() -> None:
+    # validity = ttl * (1 - drift_factor) - 0.002: 0.015 * 0.1 - 0.002 < 0.
+    redlock = Redlock([URL], drift_factor=0.9)
+    for _ in range(2):  # and again: a refused ttl must not be cached
+        with pytest.raises(ConfigurationError, match="ttl"):
+            redlock.lock("x", ttl=0.015)
+    with pytest.raises(ConfigurationError, match="ttl"):
+        redlock.rwlock("x").read(ttl=0.015)
+    with pytest.raises(ConfigurationError, match="drift_factor"):
+        redlock.synchronized("x", ttl=0.015)
+    redlock.lock("x", ttl=0.05)  # 0.005 s of validity: accepted
+    # The same ttl is fine where the drift allowance is the default one.
+    Redlock([URL]).lock("x", ttl=0.015)
+
+
+def test_check_ttl_bounds() -> None:
+    from redlock_async._config import MAX_TTL, MIN_TTL, check_ttl
+
+    assert check_ttl("ttl", MIN_TTL, 0.01) == MIN_TTL
+    assert check_ttl("ttl", MAX_TTL, 0.01) == MAX_TTL
+    assert MAX_TTL * 1000 < 2**62  # far from Redis's PX overflow
+    for bad in (MIN_TTL / 2, MAX_TTL * 2, 0, -1, math.nan, True):
+        with pytest.raises(ConfigurationError, match="extend_ttl"):
+            check_ttl("extend_ttl", bad, 0.01)
+
+
+def test_valid_options_are_still_cached() -> None:
+    redlock = Redlock([URL], drift_factor=0.5)
+    first = redlock.lock("a", ttl=2.0)
+    second = redlock.lock("b", ttl=2.0)
+    assert first._options is second._options
+
+
+# -- node_timeout per driver (issue 14, E) ----------------------------------
+
+
+async def test_node_timeout_default_depends_on_the_driver() -> None:
+    client = redis.asyncio.Redis(host="127.0.0.1", port=2)
+    try:
+        assert Redlock([URL, "unix:///tmp/x.sock"]).config.node_timeout == 0.05
+        assert Redlock([URL, client]).config.node_timeout == 0.25
+        assert Redlock([client], node_timeout=0.05).config.node_timeout == 0.05
+        assert Redlock([URL], node_timeout=1).config.node_timeout == 1.0
+        async with Redlock(["rediss://127.0.0.1:3/0"]) as redlock:
+            assert redlock.config.node_timeout == 0.25
+            assert isinstance(redlock.config.node_timeout, float)
+    finally:
+        await client.aclose()
+
+
+async def test_clients_created_from_rediss_urls_do_not_retry() -> None:
+    # redis-py retries connection errors with backoff by default: a dead
+    # node would then show up as a timeout, not a connection error.
+    async with Redlock(["rediss://u:pw@127.0.0.1:3/2"]) as redlock:
+        client = redlock._core.nodes[0]._client  # type: ignore[attr-defined]
+        assert client.get_retry().get_retries() == 0
+        kwargs = client.connection_pool.connection_kwargs
+        assert (kwargs["host"], kwargs["port"], kwargs["db"], kwargs["password"]) == (
+            "127.0.0.1",
+            3,
+            2,
+            "pw",
+        )
+        assert kwargs["socket_connect_timeout"] == redlock.config.node_timeout

@@ -12,12 +12,16 @@ import os
 import threading
 from collections.abc import Sequence
 
+import pytest
+
 from redlock_async._config import RedlockConfig
 from redlock_async._core import Core
 from redlock_async._errors import NodeConnectionError, NodeTimeoutError
 from redlock_async._node import Arg, Command, Sink
 from redlock_async._quorum import PENDING, Quorum, Tally
 from redlock_async._scripts import ACQUIRE, RELEASE
+
+from .._loops import LOOPS
 
 
 class ScriptedNode:
@@ -43,6 +47,9 @@ class ScriptedNode:
 
     def check_stall(self) -> None:
         self.stall_checks += 1
+
+    def reset(self) -> None:
+        self.waiting.clear()
 
     async def aclose(self) -> None:
         return None
@@ -201,6 +208,40 @@ def test_fanouts_use_the_loop_they_run_in() -> None:
     finally:
         first.close()
         second.close()
+
+
+@pytest.mark.skipif("uvloop" not in LOOPS, reason="uvloop is not installed")
+def test_fanouts_switch_between_asyncio_and_uvloop() -> None:
+    # uvloop's loop is no BaseEventLoop: the quorum asks for it on every
+    # fan-out instead of remembering it, and must never keep using a loop
+    # (or its clock, or its futures) that is not the running one.
+    group = nodes(3)
+    quorum = Quorum(group, node_timeout=0.05)
+
+    async def fan() -> tuple[bool, bool]:
+        running = asyncio.get_running_loop()
+        assert quorum.running_loop() is running
+        tally = quorum.fanout(Command(ACQUIRE, [b"k"], [b"t", 100]))
+        assert tally.decided.get_loop() is running
+        for node in group[:2]:
+            node.answer(1)
+        decided = await tally.decided
+        # One node stays silent: the deadline timer, on this loop, fails it.
+        silent = quorum.fanout(Command(ACQUIRE, [b"k"], [b"t", 100]))
+        group[2].waiting.clear()
+        group[0].answer(1)
+        group[1].answer(NodeConnectionError("down"))
+        # Undecided (one yes, one failure) until the deadline expires it.
+        assert not await asyncio.wait_for(silent.decided, 5.0)
+        return decided, silent.expired
+
+    made = [LOOPS[name]() for name in ("asyncio", "uvloop", "asyncio", "uvloop")]
+    try:
+        for loop in made:
+            assert loop.run_until_complete(fan()) == (True, True)
+    finally:
+        for loop in made:
+            loop.close()
 
 
 async def test_a_forked_child_uses_its_own_loop() -> None:

@@ -54,3 +54,20 @@ def test_bad_names_are_refused(bad: object) -> None:
 def test_bad_prefixes_are_refused(bad: object) -> None:
     with pytest.raises(ConfigurationError, match="prefix"):
         check_prefix(bad)
+
+
+@pytest.mark.parametrize("name", ["a\ud800", "\udfff", "x\udc80y"])
+def test_names_that_cannot_be_encoded_are_configuration_errors(name: str) -> None:
+    from redlock_async import Redlock
+
+    redlock = Redlock(["redis://127.0.0.1:1/0"])
+    with pytest.raises(ConfigurationError, match="name"):
+        redlock.lock(name)  # the fast path: a non-empty str skips check_name
+    with pytest.raises(ConfigurationError, match="name"):
+        redlock.rwlock(name).read()
+    with pytest.raises(ConfigurationError, match="name"):
+        check_name(name)
+    with pytest.raises(ConfigurationError, match="name"):
+        lock_key("redlock:", name)
+    with pytest.raises(ConfigurationError, match="prefix"):
+        Redlock(["redis://127.0.0.1:1/0"], prefix="p\ud800:")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+import math
+
 import pytest
 
-from redlock_async._errors import NodeError
-from redlock_async._restarts import UPTIME_RESOLUTION, Restarts, TtlLedger
+from redlock_async._errors import NodeError, NodeResponseError
+from redlock_async._restarts import MIN_QUARANTINE, UPTIME_RESOLUTION, Restarts, TtlLedger
 
 
 def _watched(longest: float = 4.0, grace: float | None = None) -> Restarts:
@@ -68,3 +71,105 @@ def test_info_text_is_parsed() -> None:
     restarts.observe(b"# Server\r\nrun_id:def456\r\nuptime_in_seconds:0\r\n", now=1.0)
     assert restarts.run_id == b"def456"
     assert restarts.until == pytest.approx(5.0)
+
+
+def test_a_restart_is_quarantined_long_enough_for_fencing_clocks() -> None:
+    # Short ttls still quarantine for MIN_QUARANTINE: fencing counters resume
+    # at the node's clock in whole seconds (lua/_fence.lua).
+    restarts = _watched(longest=0.5)
+    restarts.observe_fields(b"a" * 40, 50.0, now=90.0)
+    restarts.observe_fields(b"b" * 40, 0.0, now=100.0)
+    assert restarts.until == pytest.approx(100.0 + MIN_QUARANTINE)
+
+
+# -- restarts that cannot be detected (INFO refused): fail closed --------------
+
+NOPERM = "NOPERM this user has no permissions to run the 'info' command"
+
+
+def test_unknown_refuses_yes_votes_naming_the_permission() -> None:
+    restarts = _watched()
+    restarts.observe_fields(b"a" * 40, 50.0, now=0.0)
+    cause = NodeResponseError(NOPERM)
+    restarts.unknown(cause)
+    assert restarts.until  # drivers consult vote() only when this is truthy
+    refused = restarts.vote(1, now=1e9)  # for good, not for a while
+    assert isinstance(refused, NodeResponseError)
+    assert str(refused) == (
+        f"n1: restart detection needs INFO ({NOPERM}); "
+        "grant the ACL user +info, see docs/security.md"
+    )
+    assert refused.__cause__ is cause
+    assert isinstance(restarts.vote(7, now=1e9), NodeResponseError)  # a fencing counter too
+    for no in (0, -1, -2, None):
+        assert restarts.vote(no, now=1e9) == no  # a no vote still counts as a no
+
+
+def test_unknown_warns_once_per_node_not_per_connection_or_vote(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    restarts = _watched()
+    with caplog.at_level(logging.DEBUG, logger="redlock_async"):
+        for _ in range(3):
+            restarts.unknown(NodeResponseError(NOPERM))
+            restarts.vote(1, now=0.0)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "n1: restart detection needs INFO" in warnings[0].getMessage()
+    assert "+info" in warnings[0].getMessage()
+
+
+def test_a_later_successful_observe_trusts_the_node_again() -> None:
+    restarts = _watched()
+    restarts.unknown("NOPERM")
+    restarts.observe_fields(b"a" * 40, 50.0, now=10.0)  # first sight: nothing to compare
+    assert restarts.until == 0.0
+    assert restarts.vote(1, now=10.0) == 1
+
+
+def test_a_restart_while_blind_is_still_quarantined() -> None:
+    restarts = _watched(longest=4.0)
+    restarts.observe_fields(b"a" * 40, 50.0, now=0.0)
+    restarts.unknown("NOPERM")
+    restarts.observe_fields(b"b" * 40, 0.0, now=10.0)  # +info granted, a new run_id
+    assert restarts.until == pytest.approx(14.0)
+    assert isinstance(restarts.vote(1, now=13.0), NodeError)
+    assert "quarantined" in str(restarts.vote(1, now=13.0))
+    assert restarts.vote(1, now=14.0) == 1
+
+
+def test_a_quarantine_outlives_a_blind_spell() -> None:
+    restarts = _watched(longest=4.0)
+    restarts.observe_fields(b"a" * 40, 50.0, now=0.0)
+    restarts.observe_fields(b"b" * 40, 0.0, now=10.0)  # quarantined until 14
+    restarts.unknown("NOPERM")
+    assert restarts.until == math.inf
+    restarts.observe_fields(b"b" * 40, 1.0, now=11.0)  # the same server: not a new restart
+    assert restarts.until == pytest.approx(14.0)
+    assert "quarantined" in str(restarts.vote(1, now=12.0))
+
+
+def test_warns_again_after_recovering_and_losing_info_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    restarts = _watched()
+    with caplog.at_level(logging.WARNING, logger="redlock_async"):
+        restarts.unknown("NOPERM")
+        restarts.observe_fields(b"a" * 40, 50.0, now=0.0)
+        restarts.unknown("NOPERM")
+    assert sum("restart detection" in r.getMessage() for r in caplog.records) == 2
+
+
+@pytest.mark.parametrize(
+    "info", [b"# Server\r\nuptime_in_seconds:9\r\n", b"# Server\r\nrun_id:abc123\r\n", b""]
+)
+def test_info_without_the_fields_is_blind_too(info: bytes) -> None:
+    restarts = _watched()
+    restarts.observe(info, now=0.0)
+    assert isinstance(restarts.vote(1, now=0.0), NodeResponseError)
+
+
+def test_an_empty_run_id_is_blind_too() -> None:
+    restarts = _watched()  # server_id.lua answers '' when INFO has no run_id
+    restarts.observe_fields(b"", 10.0, now=0.0)
+    assert "restart detection needs INFO" in str(restarts.vote(1, now=0.0))

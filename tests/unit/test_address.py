@@ -1,0 +1,213 @@
+"""Node URLs: secrets never reach a message; one server never counts twice."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+import redis.asyncio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from redlock_async import ConfigurationError, Redlock
+from redlock_async._address import redact_url
+from redlock_async._cli import main as cli_main
+
+HOST = "10.9.8.7:7000"
+OTHERS = ["redis://10.9.8.1:7000/0", "redis://10.9.8.2:7000/0"]
+
+# -- B: secrets -------------------------------------------------------------
+
+PASSWORDS = st.text(
+    alphabet=st.one_of(
+        st.sampled_from("/?#@%:&=+ ;[]"),
+        st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")),
+    ),
+    min_size=4,
+    max_size=20,
+)
+
+
+def _forms(secret: str) -> list[str]:
+    """Every way a user might put ``secret`` into a node URL."""
+    q = quote(secret, safe="")
+    forms = []
+    for scheme in ("redis", "rediss"):
+        forms += [
+            f"{scheme}://user:{secret}@{HOST}/0",  # raw userinfo
+            f"{scheme}://:{secret}@{HOST}/0",
+            f"{scheme}://user:{q}@{HOST}/0",  # percent-encoded userinfo
+            f"{scheme}://{secret}:pw@{HOST}/0",  # as the user name
+            f"{scheme}://{q}@{HOST}",
+            f"{scheme}://{HOST}/0?password={secret}",
+            f"{scheme}://{HOST}/0?password={q}",
+            f"{scheme}://{HOST}/0?pass%77ord={q}",  # a percent-encoded key
+            f"{scheme}://{HOST}/0?pass%77ord={secret}&db=0",
+            f"{scheme}://{HOST}/0?username={q}&password={q}",
+            f"{scheme}://{HOST}:bad/0?password={q}",  # an error about the port
+            f"{scheme}://{HOST}/0?bogus=1&password={q}",  # an unsupported parameter
+            f"{scheme}://{HOST}/0#{secret}",
+        ]
+    forms += [
+        f"unix://:{secret}@/tmp/redis.sock",
+        f"unix://:{q}@/tmp/redis.sock?db=1",
+        f"unix:///tmp/redis.sock?db=1&password={q}",
+        f"unix:///tmp/redis.sock?{q}",
+    ]
+    return forms
+
+
+def _shown(url: str) -> list[str]:
+    """Everything the library prints about ``url``."""
+    texts = [redact_url(url)]
+    for nodes in ([url, *OTHERS], [url, url]):
+        try:
+            redlock = Redlock(nodes)
+        except ConfigurationError as exc:
+            texts.append(str(exc))
+        else:
+            texts += [repr(redlock), str(redlock.nodes), *redlock.nodes]
+    return texts
+
+
+def _assert_hidden(secret: str, url: str, placeholder_url: str) -> None:
+    shown = "\n".join(_shown(url))
+    # A secret that is a substring of what is printed for the same URL with
+    # a placeholder password (e.g. "7000" or "redis") is a coincidence.
+    baseline = "\n".join(_shown(placeholder_url))
+    for form in {secret, quote(secret, safe=""), quote(secret)}:
+        assert form not in shown or form in baseline, (url, shown)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(secret=PASSWORDS)
+def test_no_password_is_ever_shown(secret: str) -> None:
+    placeholder = "\u2603" * len(secret)
+    for url, baseline in zip(_forms(secret), _forms(placeholder), strict=True):
+        _assert_hidden(secret, url, baseline)
+
+
+@settings(max_examples=25, deadline=None)
+@given(secret=PASSWORDS)
+def test_cli_errors_never_show_a_password(secret: str) -> None:
+    url = f"redis://:{secret}@{HOST}:99999/0"  # a bad port: the CLI stops at the URL
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli_main(["run", "--url", url, "job", "--", "true"])
+    assert code == 2
+    text = out.getvalue() + err.getvalue()
+    assert secret not in text
+    assert quote(secret, safe="") not in text
+
+
+@pytest.mark.parametrize(
+    ("url", "secret"),
+    [
+        ("redis://:hu/nt#er2@10.9.8.7:7000/0", "hu/nt#er2"),  # raw "/" and "#"
+        ("redis://:hu?nter2@10.9.8.7:7000/0", "hu?nter2"),  # raw "?"
+        ("redis://hu@nt:er@2x@10.9.8.7:7000/0", "hu@nt:er@2x"),  # raw "@", in the user too
+        ("redis://10.9.8.7:7000/0?pass%77ord=hunter2", "hunter2"),  # a percent-encoded key
+        ("redis://10.9.8.7:7000/0?password=hun@ter2", "hun@ter2"),  # raw "@" in a query value
+    ],
+)
+def test_the_reviewed_urls_hide_their_passwords(url: str, secret: str) -> None:
+    shown = "\n".join(_shown(url))
+    for start in range(len(secret) - 3):
+        assert secret[start : start + 4] not in shown, shown
+
+
+def test_raw_special_characters_in_the_userinfo_still_connect_to_the_right_host() -> None:
+    from redlock_async._address import parse_url
+
+    a = parse_url("redis://u:pa/ss?wo#rd@10.9.8.7:7000/2")
+    assert (a.host, a.port, a.db, a.username, a.password) == (
+        "10.9.8.7",
+        7000,
+        2,
+        "u",
+        "pa/ss?wo#rd",
+    )
+    assert a.display == "redis://***@10.9.8.7:7000/2"
+    b = parse_url("redis://10.9.8.7/0?pass%77ord=x%40y&db=3")
+    assert (b.password, b.db) == ("x@y", 3)
+
+
+# -- A: one server, one vote -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("redis://127.0.0.1:7001", "redis://127.0.0.1:7001/0"),
+        ("redis://127.0.0.1:7001/0", "redis://127.0.0.1:7001/"),
+        ("redis://127.0.0.1:7001/0", "redis://127.0.0.1:7001?db=0"),
+        ("redis://localhost:7001/0", "redis://127.0.0.1:7001/0"),
+        ("redis://LOCALHOST:7001/0", "redis://localhost:7001/0"),
+        ("redis://127.0.0.1:7001/0", "redis://127.0.0.1:7001/1"),  # two dbs, one server
+        ("redis://[::ffff:127.0.0.1]:7001/0", "redis://127.0.0.1:7001/0"),
+        ("redis://127.0.0.1:6379/0", "redis://127.0.0.1/0"),  # the default port
+        ("redis://a:pw@127.0.0.1:7001/0", "rediss://127.0.0.1:7001/3"),
+        ("unix:///tmp/../tmp/r.sock", "unix:///tmp/r.sock?db=2"),
+        ("redis://no-such-host.invalid:7001/0", "redis://NO-SUCH-HOST.invalid:7001/1"),
+    ],
+)
+def test_one_server_cannot_vote_twice(first: str, second: str) -> None:
+    with pytest.raises(ConfigurationError, match="same Redis server twice") as info:
+        Redlock([first, second, "redis://10.9.8.1:7001/0"])
+    message = str(info.value)
+    assert redact_url(first) in message
+    assert redact_url(second) in message
+    assert "pw" not in message
+
+
+async def test_clients_are_compared_with_urls_and_each_other(tmp_path: Path) -> None:
+    clients = [
+        redis.asyncio.Redis(host="localhost", port=7001, db=1),
+        redis.asyncio.Redis(host="127.0.0.1", port=7001, db=2),
+        redis.asyncio.Redis(unix_socket_path=str(tmp_path / "r.sock")),
+    ]
+    try:
+        with pytest.raises(ConfigurationError, match="twice"):
+            Redlock([clients[0], clients[1]])
+        with pytest.raises(ConfigurationError, match="twice"):
+            Redlock(["redis://127.0.0.1:7001/0", clients[0]])
+        with pytest.raises(ConfigurationError, match="twice"):
+            Redlock([f"unix://{tmp_path}/./r.sock", clients[2]])
+        async with Redlock([clients[0], "redis://127.0.0.1:7002/0", clients[2]]) as redlock:
+            assert redlock.quorum == 2
+    finally:
+        for client in clients:
+            await client.aclose()
+
+
+async def test_a_cluster_client_is_compared_by_its_startup_nodes() -> None:
+    cluster = redis.asyncio.RedisCluster(host="127.0.0.1", port=7001)
+    try:
+        with pytest.raises(ConfigurationError, match="twice"):
+            Redlock([cluster, "redis://localhost:7001/3"])
+        async with Redlock([cluster, "redis://127.0.0.1:7002/0"]) as redlock:
+            assert redlock.quorum == 2
+    finally:
+        await cluster.aclose()
+
+
+def test_symlinked_socket_paths_are_one_server(tmp_path: Path) -> None:
+    (tmp_path / "r.sock").touch()
+    os.symlink(tmp_path / "r.sock", tmp_path / "link.sock")
+    with pytest.raises(ConfigurationError, match="twice"):
+        Redlock([f"unix://{tmp_path}/r.sock", f"unix://{tmp_path}/link.sock"])
+
+
+def test_distinct_servers_are_accepted() -> None:
+    from redlock_async._address import node_identity
+
+    redlock = Redlock(["redis://127.0.0.1:7001/0", "redis://127.0.0.1:7002/0", "unix:///tmp/a"])
+    assert redlock.quorum == 2
+    assert node_identity("no-such-host.invalid", 1) == {("tcp", "no-such-host.invalid", 1)}
+    assert node_identity("127.0.0.1", 1) == node_identity("localhost", 1) & {
+        ("tcp", "127.0.0.1", 1)
+    }
