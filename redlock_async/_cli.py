@@ -23,7 +23,7 @@ from typing import Any, TextIO
 
 from ._address import parse_url, redact_url
 from ._errors import ConfigurationError, LockNotOwned, NodeError, describe_errors
-from ._keys import check_name, check_prefix, lock_key, rw_keys
+from ._keys import KeyLayout, check_name, check_prefix, lock_key
 from ._lock import Lock
 from ._redlock import Redlock, owned_client
 
@@ -394,7 +394,8 @@ async def _status(args: argparse.Namespace) -> int:
     for url in urls:
         parse_url(url)  # a ConfigurationError naming the (redacted) bad URL
     key = lock_key(args.prefix, name)
-    writer, readers, writer_waiting = rw_keys(args.prefix, name)
+    layout = KeyLayout(args.prefix, name)
+    writer, readers, writer_waiting = layout.writer, layout.readers, layout.writer_waiting
     timeout = max(args.node_timeout, 1.0)  # an operator's tool: patience over speed
 
     async def one(url: str) -> dict[str, Any]:

@@ -4,7 +4,8 @@ A lock named ``orders:42`` under the default prefix lives at::
 
     redlock:{orders:42}
 
-The part in braces is the cluster hash tag. Braces and ``%`` inside the name
+with its companions (see :class:`KeyLayout` and docs/keys.md) under the same
+tag. The part in braces is the cluster hash tag. Braces and ``%`` inside the name
 are percent-encoded (``{`` -> ``%7B``, ``}`` -> ``%7D``, ``%`` -> ``%25``), so
 the tag is always exactly the (encoded) name, never empty and never cut short
 by a brace the user wrote. The encoding is injective: two names never share a
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from ._errors import ConfigurationError
 
-__all__ = ["check_name", "check_prefix", "lock_key", "rw_keys", "wake_channel"]
+__all__ = ["KeyLayout", "check_name", "check_prefix", "lock_key"]
 
 _ESCAPES = str.maketrans({"%": "%25", "{": "%7B", "}": "%7D"})
 
@@ -60,16 +61,55 @@ def lock_key(prefix: str, name: str) -> bytes:
         ) from None
 
 
-def rw_keys(prefix: str, name: str) -> tuple[bytes, bytes, bytes]:
-    """The keys of a read-write lock: writer, reader set, writer-waiting marker.
+class KeyLayout:
+    """Every key and channel of one lock name, spelled in this one place.
 
-    They share the exclusive lock key's hash tag (one slot), with suffixes that
-    keep them apart from it: ``redlock:{NAME}:w``, ``:r`` and ``:ww``.
+    All share the hash tag of :attr:`lock`, so one name lives in one Redis
+    Cluster slot. Locks, the read-write views and the CLI's ``status`` all
+    read their keys from here (docs/keys.md lists them for operators).
     """
-    base = lock_key(prefix, name)
-    return base + b":w", base + b":r", base + b":ww"
 
+    __slots__ = (
+        "fair_queue",
+        "fair_readers",
+        "fence",
+        "heartbeats",
+        "lock",
+        "readers",
+        "rw_fence",
+        "rw_heartbeats",
+        "rw_queue",
+        "wake",
+        "writer",
+        "writer_waiting",
+    )
 
-def wake_channel(prefix: str, name: str) -> bytes:
-    """The sharded pub/sub channel on which releases of ``name`` are announced."""
-    return lock_key(prefix, name) + b":wake"
+    def __init__(self, prefix: str, name: str) -> None:
+        base = lock_key(prefix, name)
+        self.lock = base
+        """Exclusive lock: the string holding the grant's token."""
+        self.fence = base + b":fence"
+        """Exclusive lock: the fencing counter (no expiry)."""
+        self.wake = base + b":wake"
+        """The sharded pub/sub channel releases of the name are announced on."""
+        self.fair_queue = base + b":q"
+        """Fair exclusive waiters: sorted set, waiter id -> ticket."""
+        self.heartbeats = base + b":qh"
+        """Fair exclusive waiters: sorted set, waiter id -> expiry (server ms)."""
+        self.fair_readers = base + b":xr"
+        """A key never written: the fair script's reader set, for an exclusive lock."""
+        self.writer = base + b":w"
+        """Read-write lock: the writer's token."""
+        self.readers = base + b":r"
+        """Read-write lock: sorted set, reader token -> expiry (server ms)."""
+        self.writer_waiting = base + b":ww"
+        """Read-write lock: a writer is waiting, new readers are refused."""
+        self.rw_fence = base + b":rwfence"
+        """Read-write lock: the writers' fencing counter (no expiry)."""
+        self.rw_queue = base + b":rwq"
+        """Fair read-write waiters: sorted set, waiter id -> ticket."""
+        self.rw_heartbeats = base + b":rwqh"
+        """Fair read-write waiters: sorted set, waiter id -> expiry (server ms)."""
+
+    def __repr__(self) -> str:
+        return f"KeyLayout({self.lock!r})"

@@ -12,7 +12,10 @@ from types import MappingProxyType, TracebackType
 from typing import Final, Literal, Self
 
 from ._config import LockOptions, RedlockConfig, check_seconds, check_ttl
-from ._core import Core
+from ._engine._core import Core
+from ._engine._node import Command
+from ._engine._quorum import Tally, is_yes
+from ._engine._wake import Subscription
 from ._errors import (
     LockLost,
     LockNotAcquired,
@@ -22,11 +25,8 @@ from ._errors import (
     describe_errors,
 )
 from ._keys import check_name
-from ._node import Command
-from ._quorum import Tally, is_yes
 from ._scripts import ACQUIRE, EXTEND, FAIR_ACQUIRE, FAIR_LEAVE, FENCE_RAISE, RELEASE
 from ._timing import drift, ttl_ms, validity
-from ._wake import Subscription
 
 __all__ = ["Grant", "Lock"]
 

@@ -23,8 +23,8 @@ import random
 import weakref
 from functools import partial
 
+from ._engine._quorum import Tally
 from ._lock import Grant, Lock
-from ._quorum import Tally
 
 __all__ = ["start_renewal"]
 

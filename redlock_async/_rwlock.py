@@ -21,11 +21,12 @@ from collections.abc import Callable
 from typing import Unpack
 
 from ._config import LockKeywords, LockOptions
-from ._core import Core
+from ._engine import Script
+from ._engine._core import Core
+from ._engine._node import Command
 from ._errors import ConfigurationError, RedlockError
-from ._keys import check_name, rw_keys
+from ._keys import KeyLayout, check_name
 from ._lock import _UNSET, Lock, _Unset
-from ._node import Command
 from ._scripts import (
     EXTEND,
     READ_ACQUIRE,
@@ -33,7 +34,6 @@ from ._scripts import (
     READ_RELEASE,
     RELEASE,
     WRITE_ACQUIRE,
-    Script,
 )
 from ._timing import ttl_ms
 
@@ -57,7 +57,12 @@ class RWLock:
         self._name = check_name(name)
         self._options = options
         self._defaults = defaults  # keywords given to rwlock(), for both views
-        self.writer_key, self.readers_key, self.waiting_key = rw_keys(core.config.prefix, name)
+        keys = KeyLayout(core.config.prefix, name)
+        self.writer_key, self.readers_key, self.waiting_key = (
+            keys.writer,
+            keys.readers,
+            keys.writer_waiting,
+        )
         self._readers: weakref.WeakSet[ReadLock] = weakref.WeakSet()
 
     @property

@@ -7,9 +7,7 @@ EVAL only when the node answers NOSCRIPT.
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
-from importlib import resources
+from ._engine import SERVER_ID, Script
 
 __all__ = [
     "ACQUIRE",
@@ -22,34 +20,8 @@ __all__ = [
     "READ_EXTEND",
     "READ_RELEASE",
     "RELEASE",
-    "SERVER_ID",
     "WRITE_ACQUIRE",
-    "Script",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class Script:
-    """A Lua script and the SHA1 digest Redis files it under."""
-
-    name: str
-    source: bytes
-    sha: bytes  # lowercase hex digest, as EVALSHA and SCRIPT LOAD spell it
-    grants: bool = False  # a yes vote creates a grant (a quarantined node's does not count)
-
-    @classmethod
-    def load(cls, name: str, *, grants: bool = False, fences: bool = False) -> Script:
-        """Read ``lua/<name>.lua``; ``fences``: prepend ``lua/_fence.lua`` (next_fence)."""
-        lua = resources.files(__package__).joinpath("lua")
-        source = lua.joinpath(f"{name}.lua").read_bytes()
-        if fences:
-            # One copy of the fencing counter step for every script that
-            # hands out tokens (a local function, defined before its use).
-            source = lua.joinpath("_fence.lua").read_bytes() + source
-        return cls(name, source, hashlib.sha1(source).hexdigest().encode(), grants)
-
-    def __repr__(self) -> str:
-        return f"Script({self.name!r}, sha={self.sha.decode()})"
 
 
 ACQUIRE = Script.load("acquire", grants=True, fences=True)
@@ -62,7 +34,6 @@ WRITE_ACQUIRE = Script.load("rw_write_acquire", grants=True, fences=True)
 FAIR_ACQUIRE = Script.load("fair_acquire", grants=True, fences=True)
 FAIR_LEAVE = Script.load("fair_leave")
 FENCE_RAISE = Script.load("fence_raise")
-SERVER_ID = Script.load("server_id")
 
 ALL_SCRIPTS: tuple[Script, ...] = (
     ACQUIRE,

@@ -12,8 +12,8 @@ import hashlib
 import time
 from collections.abc import Callable
 
-from redlock_async import _core, _lock, _quorum, _rwlock, _scripts
-from redlock_async._scripts import Script
+from redlock_async import _lock, _rwlock, _scripts
+from redlock_async._engine import Script, _core, _quorum
 
 __all__ = ["MUTANTS", "apply"]
 

@@ -31,7 +31,7 @@ from hypothesis.stateful import (
 )
 
 from redlock_async._config import RedlockConfig
-from redlock_async._quorum import is_yes, outcome, quorum_of
+from redlock_async._engine._quorum import is_yes, outcome, quorum_of
 from redlock_async._timing import drift, validity
 
 from .checkers import mutual_exclusion

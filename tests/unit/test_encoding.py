@@ -5,9 +5,9 @@ from __future__ import annotations
 import hiredis
 import pytest
 
-from redlock_async import _resp
-from redlock_async._node import Arg, Command
-from redlock_async._scripts import ACQUIRE, FAIR_ACQUIRE, RELEASE, Script
+from redlock_async._engine import Script, _resp
+from redlock_async._engine._node import Arg, Command
+from redlock_async._scripts import ACQUIRE, FAIR_ACQUIRE, RELEASE
 
 
 def _reference(command: Command) -> bytes:

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 import pytest
 
 from redlock_async._config import RedlockConfig
-from redlock_async._core import Core
+from redlock_async._engine._core import Core
+from redlock_async._engine._node import Arg, Command, Sink
+from redlock_async._engine._quorum import PENDING, Quorum, Tally
 from redlock_async._errors import NodeConnectionError, NodeTimeoutError
-from redlock_async._node import Arg, Command, Sink
-from redlock_async._quorum import PENDING, Quorum, Tally
 from redlock_async._scripts import ACQUIRE, RELEASE
 
 from .._loops import LOOPS

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
+from redlock_async._engine._quorum import PENDING, is_yes, outcome, quorum_of
 from redlock_async._errors import NodeConnectionError
-from redlock_async._quorum import PENDING, is_yes, outcome, quorum_of
 
 
 @pytest.mark.parametrize(("n", "quorum"), [(1, 1), (2, 2), (3, 2), (4, 3), (5, 3), (7, 4)])

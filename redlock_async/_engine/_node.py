@@ -20,19 +20,49 @@ Two drivers implement it:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
 from typing import Protocol
 
 from redis.asyncio import Redis, RedisCluster
 
-from ._address import Address
-from ._errors import NodeError
-from ._scripts import Script
+from .._address import Address
+from .._errors import NodeError
 
 __all__ = ["Arg", "Command", "Node", "Reply", "Sink", "Unsent", "stall_limit", "unsent"]
 
 Reply = int | bytes | list[object] | None | NodeError
 Arg = bytes | str | int
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """A Lua script and the SHA1 digest Redis files it under."""
+
+    name: str
+    source: bytes
+    sha: bytes  # lowercase hex digest, as EVALSHA and SCRIPT LOAD spell it
+    grants: bool = False  # a yes vote creates a grant (a quarantined node's does not count)
+
+    @classmethod
+    def load(cls, name: str, *, grants: bool = False, fences: bool = False) -> Script:
+        """Read ``lua/<name>.lua``; ``fences``: prepend ``lua/_fence.lua`` (next_fence)."""
+        lua = resources.files("redlock_async").joinpath("lua")
+        source = lua.joinpath(f"{name}.lua").read_bytes()
+        if fences:
+            # One copy of the fencing counter step for every script that
+            # hands out tokens (a local function, defined before its use).
+            source = lua.joinpath("_fence.lua").read_bytes() + source
+        return cls(name, source, hashlib.sha1(source).hexdigest().encode(), grants)
+
+    def __repr__(self) -> str:
+        return f"Script({self.name!r}, sha={self.sha.decode()})"
+
+
+SERVER_ID = Script.load("server_id")
+"""Reads the node's run id and uptime (restart detection)."""
 
 
 class Unsent:

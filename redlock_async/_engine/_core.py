@@ -15,16 +15,16 @@ from binascii import hexlify
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ._config import RedlockConfig
-from ._errors import RedlockError
-from ._keys import lock_key
+from .._config import RedlockConfig
+from .._errors import RedlockError
+from .._keys import lock_key
 from ._node import Command, Node, Unsent
 from ._quorum import Quorum, Tally, quorum_of
 from ._restarts import TtlLedger
 from ._wake import WakeHub
 
 if TYPE_CHECKING:
-    from ._lock import Lock
+    from .._lock import Lock
 
 __all__ = ["Core", "TokenPool", "new_token"]
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import Any
 
-from ._errors import NodeConnectionError, NodeError, NodeTimeoutError, RedlockError
+from .._errors import NodeConnectionError, NodeError, NodeTimeoutError, RedlockError
 from ._node import Command, Node, Reply, Unsent
 
 # Sends one command to every node of a quorum; the sink is the fan-out's tally.

@@ -24,7 +24,7 @@ import logging
 import math
 import re
 
-from ._errors import NodeError, NodeResponseError
+from .._errors import NodeError, NodeResponseError
 from ._node import Reply
 
 __all__ = ["Restarts", "TtlLedger"]

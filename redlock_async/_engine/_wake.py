@@ -24,7 +24,7 @@ from typing import Any, cast
 import hiredis
 from redis.asyncio import Redis, RedisCluster
 
-from ._address import Address, connect
+from .._address import Address, connect
 
 __all__ = ["Subscription", "WakeHub"]
 
