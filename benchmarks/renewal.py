@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import redlock_async._renew as renew
+import redlock_async._renewal as renew
 from redlock_async import Lock, Redlock
 from redlock_async.testing import RedisServer
 

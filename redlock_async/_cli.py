@@ -22,10 +22,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TextIO
 
 from ._address import parse_url, redact_url
+from ._engine._build import owned_client
 from ._errors import ConfigurationError, LockNotOwned, NodeError, describe_errors
 from ._keys import KeyLayout, check_name, check_prefix, lock_key
 from ._lock import Lock
-from ._redlock import Redlock, owned_client
+from ._redlock import Redlock
 
 __all__ = ["EXIT_CODES", "main"]
 

@@ -9,22 +9,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypedDict
 
 from ._errors import ConfigurationError
 from ._keys import check_prefix
 from ._timing import CLOCK_DRIFT_FLOOR
-from ._timing import ttl_ms as _whole_ms
-
-if TYPE_CHECKING:
-    from ._lock import Lock
 
 __all__ = [
     "MAX_TTL",
     "MIN_TTL",
-    "LockKeywords",
     "LockOptions",
-    "OnLost",
     "RedlockConfig",
     "check_seconds",
     "check_ttl",
@@ -37,20 +30,6 @@ MAX_TTL = 366 * 24 * 3600.0
 """The longest ttl accepted, seconds (a year and a day): every Redis takes it
 as PX/PEXPIRE milliseconds, far from the 64-bit overflow that makes nodes
 refuse a grant, and a node restarted later is quarantined at most this long."""
-
-OnLost = Callable[["Lock"], object]
-
-
-class LockKeywords(TypedDict, total=False):
-    """The keywords every lock factory takes (see :class:`LockOptions`)."""
-
-    ttl: float
-    auto_extend: bool
-    timeout: float | None
-    fencing: bool
-    cancel_on_lost: bool
-    fair: bool
-    on_lost: OnLost | None
 
 
 def check_seconds(
@@ -160,17 +139,15 @@ class LockOptions:
     """Inside ``async with``, cancel the body when the lock is lost. Default True."""
     fair: bool = False
     """Grant waiters in the order they began waiting. Default False."""
-    on_lost: OnLost | None = field(default=None, repr=False)
+    # Typed loosely here: the lock type sits above this module, and
+    # Redlock.lock() states the precise type, Callable[[Lock], object].
+    on_lost: Callable[..., object] | None = field(default=None, repr=False)
     """Called once with the lock when a held grant is lost. Default None."""
-    ttl_ms: int = field(init=False, repr=False, compare=False, default=0)
-    """``ttl`` in whole milliseconds, rounded down (derived)."""
 
     def __post_init__(self) -> None:
         # The drift-aware bound needs the Redlock's drift_factor: Redlock.lock() checks it.
         ttl = check_ttl("ttl", self.ttl, 0.0)
         object.__setattr__(self, "ttl", ttl)
-        # Computed once here: every grant sends it.
-        object.__setattr__(self, "ttl_ms", _whole_ms(ttl))
         object.__setattr__(self, "timeout", check_seconds("timeout", self.timeout, allow_none=True))
         for flag in ("auto_extend", "fencing", "cancel_on_lost", "fair"):
             if not isinstance(getattr(self, flag), bool):

@@ -12,20 +12,14 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar, Unpack
 
-from redis.asyncio import Redis, RedisCluster
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-
-from ._address import Address, Endpoint, node_identity, parse_url, redact_url
-from ._config import LockKeywords, LockOptions, OnLost, RedlockConfig, check_ttl
-from ._engine._core import Core
-from ._engine._node import Node, stall_limit
-from ._engine._redispy import RedisPyNode
-from ._engine._resp import RespNode
-from ._engine._restarts import Restarts, TtlLedger
+from ._address import Endpoint
+from ._commands import ExclusiveCommands
+from ._config import LockOptions, RedlockConfig, check_ttl
+from ._engine import Engine, TtlLedger, stall_limit
+from ._engine._build import NodeSpec, default_node_timeout, make_node
 from ._errors import ConfigurationError
-from ._lock import Lock
-from ._renew import start_renewal
+from ._keys import KeyLayout, check_name
+from ._lock import Holdings, Lock, LockKeywords, OnLost
 from ._rwlock import RWLock
 from ._scripts import ALL_SCRIPTS
 
@@ -35,16 +29,6 @@ _log = logging.getLogger("redlock_async")
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
-
-NodeSpec = str | Redis | RedisCluster
-"""A node: a URL, or a redis-py asyncio client (not closed by ``aclose()``)."""
-
-LEAN_NODE_TIMEOUT = 0.05
-"""Default node_timeout when every node uses the lean driver (redis://, unix://)."""
-REDISPY_NODE_TIMEOUT = 0.25
-"""Default node_timeout when any node goes through redis-py (rediss://, clients):
-it opens a pooled connection, with a handshake, per concurrent command; eight
-concurrent first acquires took 30-60 ms on a loaded two-core machine."""
 
 
 class Redlock:
@@ -91,7 +75,7 @@ class Redlock:
         quarantine_grace: float | None = None,
     ) -> None:
         if node_timeout is None:
-            node_timeout = _default_node_timeout(nodes)
+            node_timeout = default_node_timeout(nodes)
         config = RedlockConfig(
             prefix=prefix,
             node_timeout=node_timeout,
@@ -111,7 +95,7 @@ class Redlock:
         built = []
         seen: dict[Endpoint, str] = {}
         for spec in nodes:
-            node, identity = _make_node(spec, config, ttls)
+            node, identity = make_node(spec, config, ttls, ALL_SCRIPTS)
             for endpoint in identity:
                 other = seen.get(endpoint)
                 if other is not None:
@@ -122,7 +106,9 @@ class Redlock:
                     )
             seen.update(dict.fromkeys(identity, node.name))
             built.append(node)
-        self._core = Core(built, config, start_renewal=start_renewal, ttls=ttls)
+        self._core = Engine(built, config, ttls=ttls)
+        self._holdings = Holdings(self._core)
+        self._layouts: dict[str, KeyLayout] = {}
         # Validated options by keywords: request handlers make a lock per call
         # with the same few settings, so validation runs once per setting.
         self._options: dict[tuple[object, ...], LockOptions] = {}
@@ -177,7 +163,18 @@ class Redlock:
         options = self._lock_options(
             ttl, auto_extend, timeout, fencing, cancel_on_lost, fair, on_lost
         )
-        return Lock(core, name, options)
+        keys = self._layout(name)
+        return Lock(core, self._holdings, name, options, ExclusiveCommands(keys, options.ttl))
+
+    def _layout(self, name: str) -> KeyLayout:
+        """The keys of ``name``; recent names are remembered (handlers reuse them)."""
+        keys = self._layouts.get(name) if type(name) is str else None
+        if keys is None:
+            keys = KeyLayout(self._core.config.prefix, check_name(name))
+            if len(self._layouts) >= 1024:
+                self._layouts.clear()
+            self._layouts[name] = keys
+        return keys
 
     def _lock_options(
         self,
@@ -271,7 +268,8 @@ class Redlock:
         """
         self._core.check_open()
         self._lock_options(**defaults)  # bad defaults fail here, not at read()/write()
-        return RWLock(self._core, name, self._lock_options, defaults)
+        keys = self._layout(name)
+        return RWLock(self._core, self._holdings, name, keys, self._lock_options, defaults)
 
     async def aclose(self) -> None:
         """Release every lock still held, then close the connections this Redlock opened.
@@ -291,8 +289,7 @@ class Redlock:
         # a fork) are forgotten first: only this loop's can be closed here.
         core.loop()
         core.closing = True  # no new attempt from here on
-        for lock in list(core.held):
-            lock._lose("its Redlock was closed (aclose) while it was held", {})
+        self._holdings.lose_all("its Redlock was closed (aclose) while it was held")
         # Attempts in flight decide (a grant now is released at once), and
         # every cleanup gets its replies, before the connections close.
         await core.drain(stall_limit(core.config.node_timeout))
@@ -316,102 +313,6 @@ class Redlock:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
-
-
-def _default_node_timeout(nodes: object) -> float:
-    """node_timeout=None: the lean driver's default unless a node goes through redis-py."""
-    if isinstance(nodes, Sequence) and not isinstance(nodes, str | bytes):
-        for spec in nodes:
-            if not isinstance(spec, str) or redact_url(spec).startswith("rediss:"):
-                return REDISPY_NODE_TIMEOUT
-    return LEAN_NODE_TIMEOUT
-
-
-def owned_client(address: Address, node_timeout: float) -> Redis:
-    """The redis-py client the library opens itself (for ``rediss://`` URLs).
-
-    Built from the parsed address, not the URL: redis-py would read a raw
-    "/", "?" or "#" in a password differently. Its retries are off: redis-py
-    retries connection errors with exponential backoff by default, which
-    turns a dead node into a timeout; the quorum layer retries by itself.
-    """
-    where: dict[str, Any] = (
-        {"unix_socket_path": address.path}  # the CLI's status reads any URL
-        if address.path is not None
-        else {"host": address.host or "localhost", "port": address.port, "ssl": address.tls}
-    )
-    return Redis(
-        **where,
-        db=address.db,
-        username=address.username,
-        password=address.password,
-        socket_timeout=node_timeout,
-        socket_connect_timeout=node_timeout,
-        retry=Retry(NoBackoff(), 0),
-    )
-
-
-def _make_node(
-    spec: object, config: RedlockConfig, ttls: TtlLedger
-) -> tuple[Node, frozenset[Endpoint]]:
-    """The node for ``spec`` and the identity of the server behind it."""
-    timeout = config.node_timeout
-    if isinstance(spec, str):
-        address = parse_url(spec)
-        identity = node_identity(address.host, address.port, address.path)
-        restarts = Restarts(address.display, ttls, config.quarantine_grace)
-        if address.tls:
-            # TLS goes through redis-py; the lean driver speaks plain TCP and unix sockets.
-            client = owned_client(address, timeout)
-            node: Node = RedisPyNode(
-                client, name=address.display, node_timeout=timeout, owned=True, restarts=restarts
-            )
-            return node, identity
-        return RespNode(
-            address, node_timeout=timeout, scripts=ALL_SCRIPTS, restarts=restarts
-        ), identity
-    if isinstance(spec, Redis | RedisCluster):
-        name = _client_name(spec)
-        restarts = Restarts(name, ttls, config.quarantine_grace)
-        node = RedisPyNode(spec, name=name, node_timeout=timeout, owned=False, restarts=restarts)
-        return node, _client_identity(spec)
-    raise ConfigurationError(
-        f"a node must be a URL or a redis.asyncio Redis/RedisCluster, not {type(spec).__name__}"
-    )
-
-
-def _client_identity(client: Redis | RedisCluster) -> frozenset[Endpoint]:
-    """The server(s) behind a client; empty (unknown) when they cannot be told cheaply."""
-    if isinstance(client, RedisCluster):
-        found: set[Endpoint] = set()
-        startup = getattr(getattr(client, "nodes_manager", None), "startup_nodes", None)
-        if isinstance(startup, dict):
-            for one in startup.values():
-                host, port = getattr(one, "host", None), getattr(one, "port", None)
-                if isinstance(host, str) and isinstance(port, int):
-                    found |= node_identity(host, port)
-        return frozenset(found)
-    kwargs = client.connection_pool.connection_kwargs
-    path = kwargs.get("path")
-    if isinstance(path, str) and path:
-        return node_identity(None, path=path)
-    host, port = kwargs.get("host"), kwargs.get("port", 6379)
-    if not isinstance(host, str):
-        return frozenset()  # e.g. a Sentinel-managed pool: the server is not known yet
-    return node_identity(host, int(port))
-
-
-def _client_name(client: Redis | RedisCluster) -> str:
-    if isinstance(client, RedisCluster):
-        nodes = client.get_nodes() or []
-        first = nodes[0].name if nodes else "?"
-        return f"cluster({first})#{id(client):x}"
-    kwargs = client.connection_pool.connection_kwargs
-    if "path" in kwargs:
-        where = f"unix://{kwargs['path']}"
-    else:
-        where = f"redis://{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
-    return redact_url(f"{where}/{kwargs.get('db', 0)}") + f"#{id(client):x}"
 
 
 def _name_builder(

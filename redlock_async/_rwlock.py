@@ -20,22 +20,14 @@ import weakref
 from collections.abc import Callable
 from typing import Unpack
 
-from ._config import LockKeywords, LockOptions
-from ._engine import Script
-from ._engine._core import Core
-from ._engine._node import Command
+from ._commands import FairEntry, clean_first_try, fair_acquire, fair_leave
+from ._config import LockOptions
+from ._engine import Command, Engine, Script, Tally
 from ._errors import ConfigurationError, RedlockError
-from ._keys import KeyLayout, check_name
-from ._lock import _UNSET, Lock, _Unset
-from ._scripts import (
-    EXTEND,
-    READ_ACQUIRE,
-    READ_EXTEND,
-    READ_RELEASE,
-    RELEASE,
-    WRITE_ACQUIRE,
-)
-from ._timing import ttl_ms
+from ._keys import KeyLayout
+from ._lock import Holdings, Lock, LockKeywords
+from ._scripts import EXTEND, READ_ACQUIRE, READ_EXTEND, READ_RELEASE, RELEASE, WRITE_ACQUIRE
+from ._timing import ttl_ms, writer_marker_ttl
 
 __all__ = ["RWLock", "ReadLock", "WriteLock"]
 
@@ -51,19 +43,24 @@ class RWLock:
     """
 
     def __init__(
-        self, core: Core, name: str, options: OptionsFactory, defaults: LockKeywords
+        self,
+        engine: Engine,
+        holdings: Holdings,
+        name: str,
+        keys: KeyLayout,
+        options: OptionsFactory,
+        defaults: LockKeywords,
     ) -> None:
-        self._core = core
-        self._name = check_name(name)
+        self._engine = engine
+        self._holdings = holdings
+        self._name = name
+        self._keys = keys
         self._options = options
         self._defaults = defaults  # keywords given to rwlock(), for both views
-        keys = KeyLayout(core.config.prefix, name)
-        self.writer_key, self.readers_key, self.waiting_key = (
-            keys.writer,
-            keys.readers,
-            keys.writer_waiting,
+        # This name's read locks, and the task each was granted to (upgrade detection).
+        self._readers: weakref.WeakKeyDictionary[ReadLock, _ReadCommands] = (
+            weakref.WeakKeyDictionary()
         )
-        self._readers: weakref.WeakSet[ReadLock] = weakref.WeakSet()
 
     @property
     def name(self) -> str:
@@ -74,20 +71,34 @@ class RWLock:
 
     def read(self, **options: Unpack[LockKeywords]) -> ReadLock:
         """A new read lock (shared with other readers, excluded by a writer)."""
-        self._core.check_open()
-        return ReadLock(self, self._options(**{**self._defaults, **options}))
+        self._engine.check_open()
+        opts = self._options(**{**self._defaults, **options})
+        if opts.fencing:
+            raise ConfigurationError(
+                "fencing=True is for write locks: readers share the lock, so a "
+                "fencing token could not order them"
+            )
+        commands = _ReadCommands(self._keys)
+        lock = ReadLock(self._engine, self._holdings, self._name, opts, commands)
+        self._readers[lock] = commands
+        return lock
 
     def write(self, **options: Unpack[LockKeywords]) -> WriteLock:
         """A new write lock (excludes readers and other writers)."""
-        self._core.check_open()
-        return WriteLock(self, self._options(**{**self._defaults, **options}))
+        self._engine.check_open()
+        opts = self._options(**{**self._defaults, **options})
+        commands = _WriteCommands(self._keys, self._engine, self.check_no_read_held)
+        return WriteLock(self._engine, self._holdings, self._name, opts, commands)
 
-    def _check_no_read_held(self) -> None:
-        # An upgrade is this task asking to write while it reads: the writer
-        # would wait for its own reader forever. Other tasks' readers are
-        # simply waited for.
+    def check_no_read_held(self) -> None:
+        """Refuse an upgrade: this task asking to write while it holds a read grant.
+
+        The writer would wait for its own reader forever. Other tasks'
+        readers are simply waited for.
+        """
         task = asyncio.current_task()
-        if any(reader.held and reader._owner is task for reader in self._readers):
+        readers = list(self._readers.items())
+        if any(lock.held and commands.owner is task for lock, commands in readers):
             raise RedlockError(
                 f"rwlock {self._name!r}: this task holds a read lock; upgrading read to "
                 "write is not supported (it would wait for its own reader). "
@@ -95,114 +106,119 @@ class RWLock:
             )
 
 
-class _View(Lock):
-    """What the reader and writer views share: their RWLock and its keys."""
+class ReadLock(Lock):
+    """The reader view of an :class:`RWLock` (a :class:`Lock` with the readers' commands)."""
 
-    __slots__ = ("_rw",)
-
-    def __init__(self, rw: RWLock, options: LockOptions) -> None:
-        super().__init__(rw._core, rw.name, options)
-        self._rw = rw
-
-    def _queue_keys(self) -> tuple[bytes, bytes]:
-        return self._key + b":rwq", self._key + b":rwqh"
-
-    def _announced(self, script: Script, key: bytes, token: bytes, announce: bool) -> Command:
-        keys = (key, self._key + b":wake") if announce else (key,)
-        return Command(script, keys, (token,))
+    __slots__ = ()
 
 
-class ReadLock(_View):
-    """The reader view of an :class:`RWLock`."""
+class WriteLock(Lock):
+    """The writer view of an :class:`RWLock` (a :class:`Lock` with the writer's commands)."""
 
-    __slots__ = ("_owner",)
-    _kind = b"r:"
+    __slots__ = ()
 
-    def __init__(self, rw: RWLock, options: LockOptions) -> None:
-        if options.fencing:
-            raise ConfigurationError(
-                "fencing=True is for write locks: readers share the lock, so a "
-                "fencing token could not order them"
-            )
-        super().__init__(rw, options)
-        self._owner: asyncio.Task[object] | None = None
 
-    def __repr__(self) -> str:
-        return "<Read" + super().__repr__()[1:]
+def _announced(script: Script, key: bytes, wake: bytes, token: bytes, announce: bool) -> Command:
+    return Command(script, (key, wake) if announce else (key,), (token,))
 
-    def _acquire_command(self, token: bytes, ttl: float) -> Command:
-        rw = self._rw
-        if self._options.fair:
-            return self._fair_command(token, ttl, rw.writer_key, rw.readers_key)
-        keys = (rw.writer_key, rw.readers_key, rw.waiting_key)
-        return Command(READ_ACQUIRE, keys, (token, ttl_ms(ttl)))
 
-    def _release_command(self, token: bytes, announce: bool = False) -> Command:
-        return self._announced(READ_RELEASE, self._rw.readers_key, token, announce)
+class _ReadCommands:
+    """The readers' scripts (rw_read_*.lua): a token in the reader set."""
 
-    def _extend_command(self, token: bytes, ttl: float) -> Command:
-        return Command(READ_EXTEND, (self._rw.readers_key,), (token, ttl_ms(ttl)))
+    __slots__ = ("keys", "owner")
 
-    async def acquire(self, blocking: bool = True, timeout: float | _Unset | None = _UNSET) -> bool:
-        granted = await super().acquire(blocking, timeout)
+    kind = b"r:"
+    fences = False
+
+    def __init__(self, keys: KeyLayout) -> None:
+        self.keys = keys
+        self.owner: asyncio.Task[object] | None = None  # the task of the last grant
+
+    def acquire(self, token: bytes, ttl: float, fencing: bool, fair: FairEntry | None) -> Command:
+        keys = self.keys
+        if fair is not None:
+            queue = (keys.rw_queue, keys.rw_heartbeats)
+            return fair_acquire(queue, keys.writer, keys.readers, token, ttl, None, fair)
+        return Command(
+            READ_ACQUIRE, (keys.writer, keys.readers, keys.writer_waiting), (token, ttl_ms(ttl))
+        )
+
+    def release(self, token: bytes, announce: bool) -> Command:
+        return _announced(READ_RELEASE, self.keys.readers, self.keys.wake, token, announce)
+
+    def extend(self, token: bytes, ttl: float) -> Command:
+        return Command(READ_EXTEND, (self.keys.readers,), (token, ttl_ms(ttl)))
+
+    def fence_keys(self) -> tuple[bytes, bytes]:
+        raise ConfigurationError("read locks carry no fencing token")
+
+    def attempts_begin(self) -> None:
+        pass
+
+    def attempts_over(
+        self, last: Tally | None, granted: bool, fair: FairEntry | None
+    ) -> list[Command]:
         if granted:
-            self._owner = asyncio.current_task()
-            self._rw._readers.add(self)
-        return granted
+            self.owner = asyncio.current_task()
+        if fair is None or clean_first_try(last, granted):
+            return []
+        keys = self.keys
+        return [fair_leave((keys.rw_queue, keys.rw_heartbeats), keys.wake, fair, granted)]
 
 
-class WriteLock(_View):
-    """The writer view of an :class:`RWLock`."""
+class _WriteCommands:
+    """The writer's scripts: the writer key, and the writer-waiting marker.
 
-    __slots__ = ("_marker",)
-    _kind = b"w:"
-    _leaves_marks = True  # the writer-waiting marker
+    A writer refused because readers hold the lock leaves a marker (renewed
+    by each attempt, expiring soon after it stops) that makes nodes refuse
+    new readers: once the current readers leave, the writer gets in.
+    """
 
-    def __init__(self, rw: RWLock, options: LockOptions) -> None:
-        super().__init__(rw, options)
+    __slots__ = ("_check", "_marker", "_marker_ms", "keys")
+
+    kind = b"w:"
+    fences = True
+
+    def __init__(self, keys: KeyLayout, engine: Engine, check: Callable[[], None]) -> None:
+        self.keys = keys
+        self._check = check
         self._marker = b""  # id this writer puts in the writer-waiting marker
+        config = engine.config
+        self._marker_ms = ttl_ms(writer_marker_ttl(config.retry_delay, config.retry_jitter))
 
-    def __repr__(self) -> str:
-        return "<Write" + super().__repr__()[1:]
-
-    def _marker_ms(self) -> int:
-        # Renewed by every attempt; outlives a few retry intervals, so a
-        # writer that crashed stops holding readers back soon after.
-        config = self._core.config
-        return ttl_ms(max(0.1, 3.0 * (config.retry_delay + config.retry_jitter)))
-
-    def _acquire_command(self, token: bytes, ttl: float) -> Command:
-        rw = self._rw
-        if self._options.fair:
+    def acquire(self, token: bytes, ttl: float, fencing: bool, fair: FairEntry | None) -> Command:
+        keys = self.keys
+        fence = keys.rw_fence if fencing else None
+        if fair is not None:
             # The queue orders writers and readers; no waiting marker needed.
-            return self._fair_command(token, ttl, rw.writer_key, rw.readers_key)
-        keys: tuple[bytes, ...] = (rw.writer_key, rw.readers_key, rw.waiting_key)
-        if self._options.fencing:
-            keys += (self._fence_keys()[1],)
-        args = (token, ttl_ms(ttl), self._marker, self._marker_ms())
-        return Command(WRITE_ACQUIRE, keys, args)
+            queue = (keys.rw_queue, keys.rw_heartbeats)
+            return fair_acquire(queue, keys.writer, keys.readers, token, ttl, fence, fair)
+        lua_keys: tuple[bytes, ...] = (keys.writer, keys.readers, keys.writer_waiting)
+        if fence is not None:
+            lua_keys += (fence,)
+        return Command(WRITE_ACQUIRE, lua_keys, (token, ttl_ms(ttl), self._marker, self._marker_ms))
 
-    def _fence_keys(self) -> tuple[bytes, bytes]:
-        return self._rw.writer_key, self._key + b":rwfence"
+    def release(self, token: bytes, announce: bool) -> Command:
+        return _announced(RELEASE, self.keys.writer, self.keys.wake, token, announce)
 
-    def _release_command(self, token: bytes, announce: bool = False) -> Command:
-        return self._announced(RELEASE, self._rw.writer_key, token, announce)
+    def extend(self, token: bytes, ttl: float) -> Command:
+        return Command(EXTEND, (self.keys.writer,), (token, ttl_ms(ttl)))
 
-    def _extend_command(self, token: bytes, ttl: float) -> Command:
-        return Command(EXTEND, (self._rw.writer_key,), (token, ttl_ms(ttl)))
+    def fence_keys(self) -> tuple[bytes, bytes]:
+        return self.keys.writer, self.keys.rw_fence
 
-    async def acquire(self, blocking: bool = True, timeout: float | _Unset | None = _UNSET) -> bool:
-        self._rw._check_no_read_held()
+    def attempts_begin(self) -> None:
+        self._check()
         self._marker = secrets.token_hex(8).encode()
-        return await super().acquire(blocking, timeout)
 
-    def _attempts_over(self, granted: bool) -> None:
-        super()._attempts_over(granted)
-        last = self._last_attempt
-        # Clear our writer-waiting marker wherever an attempt may have left
-        # it: after giving up, on cancellation, and after a grant that needed
-        # more than a clean first attempt. Nobody awaits this.
-        if not self._options.fair and last is not None and not (granted and last.yes == last.n):
-            # Readers held back by the marker may be waiting: announce it.
-            unwait = self._announced(RELEASE, self._rw.waiting_key, self._marker, True)
-            self._core.fanout(unwait, after=last)
+    def attempts_over(
+        self, last: Tally | None, granted: bool, fair: FairEntry | None
+    ) -> list[Command]:
+        if clean_first_try(last, granted):
+            return []
+        keys = self.keys
+        if fair is not None:
+            return [fair_leave((keys.rw_queue, keys.rw_heartbeats), keys.wake, fair, granted)]
+        # Clear our writer-waiting marker wherever an attempt may have left it,
+        # announced: readers held back by it may be waiting.
+        return [_announced(RELEASE, keys.writer_waiting, keys.wake, self._marker, True)]

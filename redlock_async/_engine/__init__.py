@@ -1,5 +1,38 @@
-"""The engine: nodes, fan-outs, votes and wake-ups, behind a narrow API."""
+"""The engine: nodes, fan-outs, votes and wake-ups, behind a narrow API.
 
-from ._node import SERVER_ID, Script
+The lock layer imports from here only. What it gets:
 
-__all__ = ["SERVER_ID", "Script"]
+- :class:`Engine` - ``fanout(command, after=, only=) -> Tally``, ``undo``,
+  ``wake`` (``subscribe``), ``drain``, ``close``, the clock, tokens, rng;
+- :class:`Command` and :class:`Script` - what a fan-out runs;
+- :class:`Tally` and :func:`is_yes` - the votes of one fan-out;
+- :class:`Subscription` - a wake-up subscription to one channel.
+
+Everything that makes it fast (cached loops, hand-built EVALSHA heads,
+pipelined writes, the deadline queue) stays behind these names.
+"""
+
+from ._engine import Engine, TokenPool, new_token
+from ._node import SERVER_ID, Command, Node, Reply, Script, Unsent, stall_limit
+from ._quorum import Tally, is_yes, outcome, quorum_of
+from ._restarts import TtlLedger
+from ._wake import Subscription
+
+__all__ = [
+    "SERVER_ID",
+    "Command",
+    "Engine",
+    "Node",
+    "Reply",
+    "Script",
+    "Subscription",
+    "Tally",
+    "TokenPool",
+    "TtlLedger",
+    "Unsent",
+    "is_yes",
+    "new_token",
+    "outcome",
+    "quorum_of",
+    "stall_limit",
+]

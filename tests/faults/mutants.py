@@ -12,8 +12,8 @@ import hashlib
 import time
 from collections.abc import Callable
 
-from redlock_async import _lock, _rwlock, _scripts
-from redlock_async._engine import Script, _core, _quorum
+from redlock_async import _acquire, _commands, _rwlock, _scripts
+from redlock_async._engine import Script, _engine, _quorum
 
 __all__ = ["MUTANTS", "apply"]
 
@@ -42,33 +42,33 @@ def _set(module: object, name: str, value: object) -> None:
 
 
 def _validity_ignoring_elapsed() -> None:
-    _set(_lock, "validity", lambda ttl, started, now, drift: ttl - ttl * drift - 0.002)
+    _set(_acquire, "validity", lambda ttl, started, now, drift: ttl - ttl * drift - 0.002)
 
 
 def _no_drift_margin() -> None:
-    _set(_lock, "validity", lambda ttl, started, now, drift: ttl - (now - started))
+    _set(_acquire, "validity", lambda ttl, started, now, drift: ttl - (now - started))
 
 
 def _release_with_del() -> None:
     broken = _script("release", "return redis.call('DEL', KEYS[1])")
-    _set(_lock, "RELEASE", broken)
+    _set(_commands, "RELEASE", broken)
     _set(_rwlock, "RELEASE", broken)
 
 
 def _unconditional_pexpire() -> None:
     broken = _script("extend", "return redis.call('PEXPIRE', KEYS[1], ARGV[2])")
-    _set(_lock, "EXTEND", broken)
+    _set(_commands, "EXTEND", broken)
     _set(_rwlock, "EXTEND", broken)
 
 
 def _extend_recreates() -> None:
     broken = _script("extend", "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1")
-    _set(_lock, "EXTEND", broken)
+    _set(_commands, "EXTEND", broken)
     _set(_rwlock, "EXTEND", broken)
 
 
 def _no_rollback() -> None:
-    _core.Core.undo = lambda self, tally, release, until=0.0: None  # type: ignore[method-assign]
+    _engine.Engine.undo = lambda self, tally, release, until=0.0: None  # type: ignore[method-assign]
 
 
 def _wall_clock() -> None:
@@ -81,21 +81,23 @@ def _wall_clock() -> None:
         steps = int((time.monotonic() - started) / 1.5)
         return time.time() - 1.0 * steps
 
-    original = _core.Core.__init__
+    original = _engine.Engine.__init__
 
-    def init(self: _core.Core, *args: object, **kwargs: object) -> None:
+    def init(self: _engine.Engine, *args: object, **kwargs: object) -> None:
         original(self, *args, **kwargs)  # type: ignore[arg-type]
         self.clock = wall
 
-    _core.Core.__init__ = init  # type: ignore[method-assign]
+    _engine.Engine.__init__ = init  # type: ignore[method-assign]
 
 
 def _fence_without_write_back() -> None:
-    async def fence(self: _lock.Lock, tally: _quorum.Tally, token: bytes) -> tuple[int, None]:
+    async def fence(
+        engine: object, commands: object, tally: _quorum.Tally, token: bytes
+    ) -> tuple[int, None]:
         values = [r for r in tally.replies if _quorum.is_yes(r)]
         return max(values), None  # type: ignore[type-var, return-value]
 
-    _lock.Lock._fence = fence  # type: ignore[method-assign]
+    _set(_acquire, "_fence", fence)
 
 
 def _reader_ignores_waiting_writer() -> None:

@@ -57,7 +57,7 @@ async def test_a_killed_node_is_a_connection_error_through_a_client_we_created(
     redis_nodes: RedisNodes,
 ) -> None:
     from redlock_async._address import parse_url
-    from redlock_async._redlock import REDISPY_NODE_TIMEOUT, owned_client
+    from redlock_async._engine._build import REDISPY_NODE_TIMEOUT, owned_client
 
     # The client the library builds for rediss:// URLs, here without TLS.
     clients = [owned_client(parse_url(url), REDISPY_NODE_TIMEOUT) for url in redis_nodes.urls]

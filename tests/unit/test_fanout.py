@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import pytest
 
 from redlock_async._config import RedlockConfig
-from redlock_async._engine._core import Core
+from redlock_async._engine import Engine
 from redlock_async._engine._node import Arg, Command, Sink
 from redlock_async._engine._quorum import PENDING, Quorum, Tally
 from redlock_async._errors import NodeConnectionError, NodeTimeoutError
@@ -101,7 +101,7 @@ async def test_silent_nodes_time_out_as_failed_votes() -> None:
 
 async def test_cleanup_waits_for_the_in_flight_command_on_unordered_nodes() -> None:
     group = nodes(3, ordered=False)
-    core = Core(group, RedlockConfig(node_timeout=10.0))
+    core = Engine(group, RedlockConfig(node_timeout=10.0))
     acquire = core.fanout(Command(ACQUIRE, [b"k"], [b"tok", 100]))
     group[0].answer(1)
     group[1].answer(0)
@@ -118,7 +118,7 @@ async def test_cleanup_waits_for_the_in_flight_command_on_unordered_nodes() -> N
 
 async def test_ordered_nodes_get_cleanup_at_once() -> None:
     group = nodes(3)
-    core = Core(group, RedlockConfig(node_timeout=10.0))
+    core = Engine(group, RedlockConfig(node_timeout=10.0))
     acquire = core.fanout(Command(ACQUIRE, [b"k"], [b"tok", 100]))
     core.undo(acquire, Command(RELEASE, [b"k"], [b"tok"]))
     assert all(node.sent[-1][0] == RELEASE.name for node in group)
@@ -156,17 +156,15 @@ async def test_a_failed_extend_to_a_shorter_ttl_shortens_the_validity() -> None:
     # reached one node of three failed; that node now drops the key 0.1 s
     # after the extend was sent, so the grant's old validity is no longer
     # held by a majority and must not be claimed any more.
-    from redlock_async._config import LockOptions
-    from redlock_async._lock import Grant, Lock
+    from redlock_async._grant import Grant, judge_extend
 
     group = nodes(3)
-    core = Core(group, RedlockConfig(node_timeout=10.0))
-    lock = Lock(core, "job", LockOptions(ttl=5.0, auto_extend=False))
+    core = Engine(group, RedlockConfig(node_timeout=10.0))
     started = core.clock()
     acquired = core.fanout(Command(ACQUIRE, [b"k"], [b"tok", 5000]))
     for node in group:
         node.answer(1)
-    grant = lock._grant = Grant(b"tok", 5.0, started + 4.9, acquired)
+    grant = Grant(b"tok", 5.0, started + 4.9, acquired)
     extend = core.fanout(Command(ACQUIRE, [b"k"], [b"tok", 100]))
     group[0].answer(1)
     group[1].answer(NodeConnectionError("down"))
@@ -174,9 +172,8 @@ async def test_a_failed_extend_to_a_shorter_ttl_shortens_the_validity() -> None:
     assert await extend.decided is False
     assert extend.replies[0] == 1  # it reached one node, decided without waiting
     assert not extend.expired
-    assert lock._judge_extend(grant, extend, started, 0.1) == "retry"
+    assert judge_extend(grant, extend, started, core.clock(), 0.1, 0.01) == "retry"
     assert grant.validity_end <= started + 0.1
-    lock._grant = None
     core.close()  # no deadline timer left for the loop to wait out
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 
-from redlock_async._engine._core import TokenPool, new_token
+from redlock_async._engine import TokenPool, new_token
 
 
 def test_tokens_are_40_hex_characters_and_unique() -> None:

@@ -1,7 +1,10 @@
-"""What every lock of one Redlock shares: nodes, settings, clock, token source.
+"""The engine's front: what every lock of one Redlock talks to.
 
-Locks talk to nodes only through this object, which keeps the import
-direction one way (the public ``Redlock`` builds a ``Core``; locks use it).
+Locks see only this narrow API - ``fanout`` (run one command on every node,
+get a :class:`Tally` of votes), ``undo``, ``wake.subscribe``, ``drain`` and
+``close`` - plus the clock, the token source and the random source they are
+given, so that the lock layer can run over a scripted engine in unit tests.
+Nothing here knows what a lock is.
 """
 
 from __future__ import annotations
@@ -10,23 +13,17 @@ import os
 import random
 import secrets
 import time
-import weakref
 from binascii import hexlify
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 from .._config import RedlockConfig
 from .._errors import RedlockError
-from .._keys import lock_key
 from ._node import Command, Node, Unsent
 from ._quorum import Quorum, Tally, quorum_of
 from ._restarts import TtlLedger
 from ._wake import WakeHub
 
-if TYPE_CHECKING:
-    from .._lock import Lock
-
-__all__ = ["Core", "TokenPool", "new_token"]
+__all__ = ["Engine", "TokenPool", "new_token"]
 
 
 _TOKEN_BYTES = 20
@@ -68,8 +65,8 @@ def new_token() -> bytes:
     return hexlify(secrets.token_bytes(_TOKEN_BYTES))
 
 
-class Core:
-    """Shared state of one Redlock. Not public: reach it through ``Redlock``."""
+class Engine:
+    """The nodes of one Redlock and the fan-outs over them. Not public."""
 
     def __init__(
         self,
@@ -79,7 +76,6 @@ class Core:
         clock: Callable[[], float] = time.monotonic,
         token_factory: Callable[[], bytes] | None = None,
         rng: random.Random | None = None,
-        start_renewal: Callable[[Lock], None] | None = None,
         ttls: TtlLedger | None = None,
     ) -> None:
         self.nodes = tuple(nodes)
@@ -95,37 +91,20 @@ class Core:
         self.config = config
         self.clock = clock
         self.new_token = token_factory if token_factory is not None else TokenPool()
-        self._rng = rng or random.Random()
+        self.rng = rng or random.Random()
         self.closed = False
         # aclose() has begun: no new attempt starts, while what is in flight
         # settles and is cleaned up (cleanups still go out until closed).
         self.closing = False
         self.ttls = ttls or TtlLedger()  # the longest ttl granted: quarantine length
-        self._keys: dict[str, bytes] = {}
-        # Injected by the Redlock: renewal sits above the lock in the import order.
-        self.start_renewal: Callable[[Lock], None] = start_renewal or _no_renewal
-        # Locks holding a grant, so that closing (or a fork) can tell them.
-        self.held: weakref.WeakSet[Lock] = weakref.WeakSet()
+        # Told after the fan-outs moved to another loop or into a forked
+        # child (the lock layer then drops the grants it held).
+        self.on_rehome: list[Callable[[], None]] = []
         self._quorum.on_rehome = self._rehome
-
-    def key_for(self, name: str) -> bytes:
-        """The lock key of ``name``; recent names are remembered (handlers reuse them)."""
-        key = self._keys.get(name)
-        if key is None:
-            key = lock_key(self.config.prefix, name)
-            if len(self._keys) >= 1024:
-                self._keys.clear()
-            self._keys[name] = key
-        return key
 
     def check_open(self) -> None:
         if self.closing:  # set by close() too
             raise RedlockError("this Redlock is closed")
-
-    def retry_delay(self) -> float:
-        """Base delay plus uniform jitter: contenders that failed together spread out."""
-        config = self.config
-        return config.retry_delay + self._rng.uniform(0.0, config.retry_jitter)
 
     def close(self) -> None:
         self.closing = True
@@ -139,18 +118,16 @@ class Core:
     def _rehome(self) -> None:
         """The fan-outs moved to another event loop, or this is a forked child.
 
-        Connections, subscriptions and renewals of the old loop are forgotten
-        (not closed: in a forked child they are the parent's). Grants are
-        lost here: in a child they are the parent's, and after a loop ended
-        nothing renewed them. Nothing is sent for them.
+        Connections and subscriptions of the old loop are forgotten (not
+        closed: in a forked child they are the parent's); then the listeners
+        (the lock layer) drop what they held there.
         """
         for node in self.nodes:
             node.reset()
         if self.wake is not None:
             self.wake.reset()
-        held, self.held = list(self.held), weakref.WeakSet()
-        for lock in held:
-            lock._orphaned()
+        for listener in self.on_rehome:
+            listener()
 
     def undo(self, tally: Tally, release: Command, until: float = 0.0) -> None:
         """Run ``release`` wherever ``tally``'s command may have taken effect.
@@ -171,7 +148,3 @@ class Core:
             # Until when a key it left can still be there (never more than
             # the longest ttl granted from now): resend where connections fail.
             cleanup.resend_until = until or time.monotonic() + self.ttls.longest
-
-
-def _no_renewal(lock: Lock) -> None:
-    raise RedlockError("this Redlock was built without background renewal")

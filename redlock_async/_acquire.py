@@ -1,0 +1,169 @@
+"""The attempts of one ``acquire()``: fan out, judge, fence, retry with jitter.
+
+One attempt runs the kind's acquire script on every node at once (the
+engine's fan-out) and is decided as soon as the quorum outcome is known. A
+grant counts only if it is still valid once decided (and its fencing token
+written back): validity = ttl - elapsed - drift, on the monotonic clock.
+Whatever an attempt may have left on a node when it fails, is cancelled or
+comes too late is undone by the engine, ordered after the attempt.
+
+Between attempts: the retry delay with jitter, cut short by a wake-up on
+release (pub/sub) and bounded by the caller's deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import Mapping
+
+from ._commands import Commands, FairEntry
+from ._config import LockOptions
+from ._engine import Command, Engine, Subscription, Tally, is_yes
+from ._errors import NodeError
+from ._grant import Grant
+from ._scripts import FENCE_RAISE
+from ._timing import fair_heartbeat, retry_delay, ttl_ms, validity
+
+__all__ = ["Outcome", "acquire"]
+
+NodeErrors = Mapping[str, NodeError]
+
+
+class Outcome:
+    """What ``acquire`` ended with: a grant, or the errors of the last attempt."""
+
+    __slots__ = ("errors", "grant")
+
+    def __init__(self, grant: Grant | None, errors: NodeErrors) -> None:
+        self.grant = grant
+        self.errors = errors
+
+
+async def acquire(
+    engine: Engine,
+    commands: Commands,
+    options: LockOptions,
+    blocking: bool,
+    limit: float | None,
+) -> Outcome:
+    """Attempt until granted, refused (``blocking=False``) or ``limit`` seconds passed.
+
+    Raises RedlockError when the engine is closing (``aclose()`` began).
+    """
+    commands.attempts_begin()
+    deadline = None if limit is None else engine.clock() + limit
+    fair = _fair_entry(engine, commands) if options.fair else None
+    subscription: Subscription | None = None
+    last: Tally | None = None
+    grant: Grant | None = None
+    ttl = options.ttl
+    ttls = engine.ttls
+    first = True
+    try:
+        while True:
+            # One attempt, inlined: no coroutine per attempt on the hot path.
+            if engine.closing:
+                engine.check_open()  # raises: aclose() has begun
+            token = engine.new_token()
+            command = commands.acquire(token, ttl, options.fencing, fair)
+            # Recorded before sending: a node may keep this grant even if the
+            # attempt fails here, and a restart seen meanwhile must cover it.
+            if ttl > ttls.longest:
+                ttls.granted(ttl)
+            started = engine.clock()
+            tally = last = engine.fanout(command)
+            fencing: int | None = None
+            errors: NodeErrors | None = None
+            try:
+                ok = await tally.decided
+                if ok and options.fencing:
+                    fencing, errors = await _fence(engine, commands, tally, token)
+                    ok = fencing is not None
+            except asyncio.CancelledError:
+                tally.abandon()
+                engine.undo(tally, commands.release(token, False))
+                raise
+            if ok:
+                # Validity is judged after the write-back: it is part of the grant.
+                now = engine.clock()
+                left = validity(ttl, started, now, engine.config.drift_factor)
+                if left > 0 and engine.closing:
+                    # Granted while aclose() waited for attempts in flight:
+                    # nobody will hold it. Released, and the caller told.
+                    engine.undo(tally, commands.release(token, False))
+                    engine.check_open()  # raises
+                if left > 0:
+                    grant = Grant(token, ttl, now + left, tally, fencing)
+                    return Outcome(grant, {})
+            errors = errors if errors is not None else tally.errors()
+            engine.undo(tally, commands.release(token, False))
+
+            # Refused: what next.
+            if engine.closing:
+                engine.check_open()  # raises: nothing can be granted any more
+            if first:
+                first = False
+                if not blocking or limit == 0:
+                    return Outcome(None, errors)  # timeout=0: one attempt, like blocking=False
+                if engine.wake is not None:
+                    # Listen for releases, then try once more at once: a release
+                    # that came before the subscription would otherwise be
+                    # missed. The deadline bounds the wait for confirmations too.
+                    wait = engine.config.node_timeout
+                    if deadline is not None:
+                        wait = min(wait, deadline - engine.clock())
+                    if wait > 0:
+                        subscription = await engine.wake.subscribe(commands.keys.wake, wait)
+                        continue
+            config = engine.config
+            delay = retry_delay(config.retry_delay, config.retry_jitter, engine.rng)
+            if fair is not None:  # attempts are also the queue entry's heartbeat
+                delay = min(delay, fair_heartbeat(config.node_timeout) / 3)
+            if deadline is not None:
+                remaining = deadline - engine.clock()
+                if remaining <= 0:
+                    return Outcome(None, errors)
+                delay = min(delay, remaining)
+            if subscription is not None:
+                await subscription.wait(delay)  # early on a release; a hint only
+            else:
+                await asyncio.sleep(delay)
+            if deadline is not None and engine.clock() >= deadline:
+                return Outcome(None, errors)
+    finally:
+        if subscription is not None:
+            subscription.close()
+        # Nobody awaits these: they must run on cancellation too.
+        for cleanup in commands.attempts_over(last, grant is not None, fair):
+            engine.fanout(cleanup, after=last)
+
+
+def _fair_entry(engine: Engine, commands: Commands) -> FairEntry:
+    waiter = commands.kind + secrets.token_hex(8).encode()
+    ticket = f"{time.time() * 1000:.3f}".encode()
+    return FairEntry(waiter, ticket, ttl_ms(fair_heartbeat(engine.config.node_timeout)))
+
+
+async def _fence(
+    engine: Engine, commands: Commands, tally: Tally, token: bytes
+) -> tuple[int | None, NodeErrors | None]:
+    """Choose the fencing token of a fresh grant and make it stick.
+
+    The token is the highest counter any granting node returned. Unless every
+    granting node returned that same value, it is written back to the granting
+    nodes' counters, and a quorum must confirm: then any later grant's quorum
+    meets a node whose counter is at least this token, and its own is greater.
+    """
+    granting = [i for i, reply in enumerate(tally.replies) if is_yes(reply)]
+    values = [tally.replies[i] for i in granting]
+    top = max(values)  # type: ignore[type-var]
+    assert isinstance(top, int)
+    if all(value == top for value in values):
+        return top, None
+    grant_key, counter = commands.fence_keys()
+    confirm = engine.fanout(Command(FENCE_RAISE, (grant_key, counter), (token, top)), only=granting)
+    if await confirm.decided:
+        return top, None
+    return None, confirm.errors()

@@ -1,0 +1,147 @@
+"""What each step of a grant's life sends: script, keys and arguments.
+
+The exclusive lock and the two views of a read-write lock differ only in
+these commands. A :class:`~redlock_async.Lock` holds one ``Commands`` object
+and asks it what to send; it never needs to know which kind it is
+(composition: the read-write views in ``_rwlock.py`` are other ``Commands``).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ._engine import Command, Tally
+from ._keys import KeyLayout
+from ._scripts import ACQUIRE, EXTEND, FAIR_ACQUIRE, FAIR_LEAVE, RELEASE
+from ._timing import ttl_ms
+
+__all__ = ["Commands", "ExclusiveCommands", "FairEntry"]
+
+
+class FairEntry:
+    """A fair waiter's place in a queue, for one ``acquire()`` call.
+
+    The ticket is the arrival time (the same on every node); the waiter id
+    breaks ties and names the entry, which every attempt refreshes.
+    """
+
+    __slots__ = ("heartbeat_ms", "ticket", "waiter")
+
+    def __init__(self, waiter: bytes, ticket: bytes, heartbeat_ms: int) -> None:
+        self.waiter = waiter
+        self.ticket = ticket
+        self.heartbeat_ms = heartbeat_ms
+
+
+class Commands(Protocol):
+    """The commands of one kind of lock (exclusive, read or write)."""
+
+    kind: bytes
+    """Prefix of fair queue entries: ``x:``, ``r:`` or ``w:``."""
+    keys: KeyLayout
+    """Every key and channel of the lock's name."""
+    fences: bool
+    """Whether grants of this kind can carry fencing tokens."""
+
+    def acquire(self, token: bytes, ttl: float, fencing: bool, fair: FairEntry | None) -> Command:
+        """One attempt to grant ``token`` for ``ttl`` seconds."""
+        ...
+
+    def release(self, token: bytes, announce: bool) -> Command:
+        """Give the grant up; ``announce``: tell waiters on the wake channel."""
+        ...
+
+    def extend(self, token: bytes, ttl: float) -> Command:
+        """Renew the grant to ``ttl`` seconds from now, if it is still ours."""
+        ...
+
+    def fence_keys(self) -> tuple[bytes, bytes]:
+        """The key holding the grant, and the fencing counter."""
+        ...
+
+    def attempts_begin(self) -> None:
+        """``acquire()`` starts: check and prepare (raises to refuse)."""
+        ...
+
+    def attempts_over(
+        self, last: Tally | None, granted: bool, fair: FairEntry | None
+    ) -> list[Command]:
+        """``acquire()`` stopped: what clears the marks its attempts may have left."""
+        ...
+
+
+def fair_acquire(
+    queue: tuple[bytes, bytes],
+    holder_key: bytes,
+    readers_key: bytes,
+    token: bytes,
+    ttl: float,
+    fence: bytes | None,
+    entry: FairEntry,
+) -> Command:
+    """The fair queue's attempt, shared by every kind (see fair_acquire.lua)."""
+    lua_keys: tuple[bytes, ...] = (holder_key, readers_key, *queue)
+    if fence is not None:
+        lua_keys += (fence,)
+    args = (token, ttl_ms(ttl), entry.waiter, entry.ticket, entry.heartbeat_ms)
+    return Command(FAIR_ACQUIRE, lua_keys, args)
+
+
+def fair_leave(queue: tuple[bytes, bytes], wake: bytes, entry: FairEntry, granted: bool) -> Command:
+    """Leave the fair queue; a waiter that gave up announces it (the next may be first now)."""
+    keys = queue if granted else (*queue, wake)
+    return Command(FAIR_LEAVE, keys, (entry.waiter,))
+
+
+def clean_first_try(last: Tally | None, granted: bool) -> bool:
+    """A grant on the first attempt with every node saying yes left no marks to clear."""
+    return last is None or (granted and last.yes == last.n)
+
+
+class ExclusiveCommands:
+    """The exclusive lock's commands (acquire.lua, release.lua, extend.lua)."""
+
+    __slots__ = ("_default_ms", "_default_ttl", "keys")
+
+    kind = b"x:"
+    fences = True
+
+    def __init__(self, keys: KeyLayout, default_ttl: float) -> None:
+        self.keys = keys
+        # The lock's own ttl is sent on every attempt: converted once.
+        self._default_ttl = default_ttl
+        self._default_ms = ttl_ms(default_ttl)
+
+    def acquire(self, token: bytes, ttl: float, fencing: bool, fair: FairEntry | None) -> Command:
+        keys = self.keys
+        if fair is not None:
+            queue = (keys.fair_queue, keys.heartbeats)
+            fence = keys.fence if fencing else None
+            return fair_acquire(queue, keys.lock, keys.fair_readers, token, ttl, fence, fair)
+        ms = self._default_ms if ttl == self._default_ttl else ttl_ms(ttl)
+        lua_keys = (keys.lock, keys.fence) if fencing else (keys.lock,)
+        return Command(ACQUIRE, lua_keys, (token, ms))
+
+    def release(self, token: bytes, announce: bool) -> Command:
+        # Only real releases announce themselves: rolling back a failed
+        # attempt must not wake every waiter (they would stampede).
+        keys = (self.keys.lock, self.keys.wake) if announce else (self.keys.lock,)
+        return Command(RELEASE, keys, (token,))
+
+    def extend(self, token: bytes, ttl: float) -> Command:
+        return Command(EXTEND, (self.keys.lock,), (token, ttl_ms(ttl)))
+
+    def fence_keys(self) -> tuple[bytes, bytes]:
+        return self.keys.lock, self.keys.fence
+
+    def attempts_begin(self) -> None:
+        pass
+
+    def attempts_over(
+        self, last: Tally | None, granted: bool, fair: FairEntry | None
+    ) -> list[Command]:
+        if fair is None or clean_first_try(last, granted):
+            return []
+        return [
+            fair_leave((self.keys.fair_queue, self.keys.heartbeats), self.keys.wake, fair, granted)
+        ]

@@ -1,0 +1,136 @@
+"""Which driver serves which node, and who the server behind it is.
+
+A URL becomes a lean ``RespNode`` (``redis://``, ``unix://``) or a
+``RedisPyNode`` over a client the library owns (``rediss://``); a redis-py
+client passed in becomes a ``RedisPyNode`` that ``aclose()`` leaves open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from redis.asyncio import Redis, RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from .._address import Address, Endpoint, node_identity, parse_url, redact_url
+from .._config import RedlockConfig
+from .._errors import ConfigurationError
+from ._node import Node, Script
+from ._redispy import RedisPyNode
+from ._resp import RespNode
+from ._restarts import Restarts, TtlLedger
+
+__all__ = [
+    "LEAN_NODE_TIMEOUT",
+    "REDISPY_NODE_TIMEOUT",
+    "NodeSpec",
+    "default_node_timeout",
+    "make_node",
+    "owned_client",
+]
+
+NodeSpec = str | Redis | RedisCluster
+"""A node: a URL, or a redis-py asyncio client (not closed by ``aclose()``)."""
+
+LEAN_NODE_TIMEOUT = 0.05
+"""Default node_timeout when every node uses the lean driver (redis://, unix://)."""
+REDISPY_NODE_TIMEOUT = 0.25
+"""Default node_timeout when any node goes through redis-py (rediss://, clients):
+it opens a pooled connection, with a handshake, per concurrent command; eight
+concurrent first acquires took 30-60 ms on a loaded two-core machine."""
+
+
+def default_node_timeout(nodes: object) -> float:
+    """node_timeout=None: the lean driver's default unless a node goes through redis-py."""
+    if isinstance(nodes, Sequence) and not isinstance(nodes, str | bytes):
+        for spec in nodes:
+            if not isinstance(spec, str) or redact_url(spec).startswith("rediss:"):
+                return REDISPY_NODE_TIMEOUT
+    return LEAN_NODE_TIMEOUT
+
+
+def owned_client(address: Address, node_timeout: float) -> Redis:
+    """The redis-py client the library opens itself (for ``rediss://`` URLs).
+
+    Built from the parsed address, not the URL: redis-py would read a raw
+    "/", "?" or "#" in a password differently. Its retries are off: redis-py
+    retries connection errors with exponential backoff by default, which
+    turns a dead node into a timeout; the quorum layer retries by itself.
+    """
+    where: dict[str, Any] = (
+        {"unix_socket_path": address.path}  # the CLI's status reads any URL
+        if address.path is not None
+        else {"host": address.host or "localhost", "port": address.port, "ssl": address.tls}
+    )
+    return Redis(
+        **where,
+        db=address.db,
+        username=address.username,
+        password=address.password,
+        socket_timeout=node_timeout,
+        socket_connect_timeout=node_timeout,
+        retry=Retry(NoBackoff(), 0),
+    )
+
+
+def make_node(
+    spec: object, config: RedlockConfig, ttls: TtlLedger, scripts: tuple[Script, ...]
+) -> tuple[Node, frozenset[Endpoint]]:
+    """The node for ``spec`` and the identity of the server behind it."""
+    timeout = config.node_timeout
+    if isinstance(spec, str):
+        address = parse_url(spec)
+        identity = node_identity(address.host, address.port, address.path)
+        restarts = Restarts(address.display, ttls, config.quarantine_grace)
+        if address.tls:
+            # TLS goes through redis-py; the lean driver speaks plain TCP and unix sockets.
+            client = owned_client(address, timeout)
+            node: Node = RedisPyNode(
+                client, name=address.display, node_timeout=timeout, owned=True, restarts=restarts
+            )
+            return node, identity
+        return RespNode(address, node_timeout=timeout, scripts=scripts, restarts=restarts), identity
+    if isinstance(spec, Redis | RedisCluster):
+        name = _client_name(spec)
+        restarts = Restarts(name, ttls, config.quarantine_grace)
+        node = RedisPyNode(spec, name=name, node_timeout=timeout, owned=False, restarts=restarts)
+        return node, _client_identity(spec)
+    raise ConfigurationError(
+        f"a node must be a URL or a redis.asyncio Redis/RedisCluster, not {type(spec).__name__}"
+    )
+
+
+def _client_identity(client: Redis | RedisCluster) -> frozenset[Endpoint]:
+    """The server(s) behind a client; empty (unknown) when they cannot be told cheaply."""
+    if isinstance(client, RedisCluster):
+        found: set[Endpoint] = set()
+        startup = getattr(getattr(client, "nodes_manager", None), "startup_nodes", None)
+        if isinstance(startup, dict):
+            for one in startup.values():
+                host, port = getattr(one, "host", None), getattr(one, "port", None)
+                if isinstance(host, str) and isinstance(port, int):
+                    found |= node_identity(host, port)
+        return frozenset(found)
+    kwargs = client.connection_pool.connection_kwargs
+    path = kwargs.get("path")
+    if isinstance(path, str) and path:
+        return node_identity(None, path=path)
+    host, port = kwargs.get("host"), kwargs.get("port", 6379)
+    if not isinstance(host, str):
+        return frozenset()  # e.g. a Sentinel-managed pool: the server is not known yet
+    return node_identity(host, int(port))
+
+
+def _client_name(client: Redis | RedisCluster) -> str:
+    if isinstance(client, RedisCluster):
+        nodes = client.get_nodes() or []
+        first = nodes[0].name if nodes else "?"
+        return f"cluster({first})#{id(client):x}"
+    kwargs = client.connection_pool.connection_kwargs
+    if "path" in kwargs:
+        where = f"unix://{kwargs['path']}"
+    else:
+        where = f"redis://{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
+    return redact_url(f"{where}/{kwargs.get('db', 0)}") + f"#{id(client):x}"

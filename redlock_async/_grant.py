@@ -1,0 +1,51 @@
+"""One grant: what a successful acquisition holds, and how an extend changes it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ._engine import Tally
+from ._timing import shortened_validity_end, validity
+
+__all__ = ["Grant", "Verdict", "judge_extend"]
+
+Verdict = Literal["ok", "refused", "retry"]
+"""An extend's outcome: renewed; refused by enough nodes that the grant is
+gone; or undecided (nodes failed or were slow) and worth another try."""
+
+
+@dataclass(slots=True, eq=False)
+class Grant:
+    """One successful acquisition: its token and how long it is guaranteed."""
+
+    token: bytes
+    ttl: float
+    validity_end: float  # monotonic time after which the grant may be gone
+    acquired: Tally  # the acquire fan-out: later commands are ordered after it
+    fencing_token: int | None = None
+
+
+def judge_extend(
+    grant: Grant,
+    tally: Tally,
+    started: float,
+    now: float,
+    ttl: float,
+    drift_factor: float,
+) -> Verdict:
+    """Apply one decided extend fan-out (sent at ``started``, to ``ttl``) to ``grant``."""
+    if tally.decided.result():
+        left = validity(ttl, started, now, drift_factor)
+        if left > 0:
+            grant.validity_end = now + left
+            grant.ttl = ttl
+            return "ok"
+    # Failed (or valid for too short): nodes it did reach now expire the key
+    # `ttl` after `started` at the earliest.
+    shortened = shortened_validity_end(started, ttl, drift_factor)
+    if shortened < grant.validity_end:
+        grant.validity_end = shortened
+    if tally.no > tally.n - tally.quorum:
+        return "refused"  # enough nodes no longer hold our token: it is gone
+    return "retry"

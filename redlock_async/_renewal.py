@@ -1,0 +1,150 @@
+"""Background renewal of one lock's auto-extended grant.
+
+No task per lock: a held lock has at most one ``TimerHandle`` in the event
+loop's scheduler, and each renewal is a fan-out whose outcome arrives as a
+callback. Holding 10,000 locks therefore costs 10,000 timers, not 10,000
+sleeping coroutines. Timers and callbacks hold the renewer only weakly, and
+the renewer holds its lock only weakly, so a lock that is garbage-collected
+while held simply stops being renewed (its keys then expire after one ttl).
+
+Schedule (the formulas are ``_timing``'s): a renewal is due when two thirds
+of the ttl is still left, less a random spread of up to ttl/12, on a grid of
+ttl/64. A renewal that fails on too many nodes is retried while the grant is
+valid; when the validity ends first (see ``loss_deadline``), or a quorum
+refuses (the keys expired or belong to someone else), the lock is lost. A
+renewal due while the event loop was blocked past the validity is not
+attempted: the loss is reported as soon as the loop runs again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import weakref
+from collections.abc import Callable, Mapping
+from functools import partial
+
+from ._commands import Commands
+from ._engine import Engine, Tally
+from ._errors import NodeError
+from ._grant import Grant, Verdict, judge_extend
+from ._timing import extend_retry_interval, loss_deadline, renewal_delay, renewal_due
+
+__all__ = ["LoseCallback", "Renewer"]
+
+LoseCallback = Callable[[str, Mapping[str, NodeError]], object]
+"""Told (reason, per-node errors) when renewal cannot keep the grant."""
+
+_Ref = weakref.ReferenceType["Renewer"]
+
+
+class Renewer:
+    """Sends one lock's extends: on demand (``send``) and on a schedule (``start``)."""
+
+    __slots__ = ("__weakref__", "_commands", "_engine", "_lose", "_timer", "errors", "in_flight")
+
+    def __init__(self, engine: Engine, commands: Commands, lose: LoseCallback) -> None:
+        self._engine = engine
+        self._commands = commands
+        # Weak: the lock owns its renewer; a strong reference back would keep
+        # a forgotten lock (and its renewals) alive until a cycle collection.
+        self._lose = weakref.WeakMethod(lose)
+        self._timer: asyncio.TimerHandle | None = None
+        self.in_flight: Tally | None = None
+        # Of the renewals that failed in a row (reported with the loss).
+        self.errors: Mapping[str, NodeError] = {}
+
+    def send(self, grant: Grant, ttl: float) -> Tally:
+        """One extend of ``grant`` to ``ttl``, on every node."""
+        engine = self._engine
+        engine.ttls.granted(ttl)
+        return engine.fanout(self._commands.extend(grant.token, ttl))
+
+    def judge(self, grant: Grant, tally: Tally, started: float, ttl: float) -> Verdict:
+        """Apply a decided extend (sent at ``started``) to ``grant``."""
+        engine = self._engine
+        return judge_extend(grant, tally, started, engine.clock(), ttl, engine.config.drift_factor)
+
+    def retry_interval(self, grant: Grant) -> float:
+        return extend_retry_interval(self._engine.config.retry_delay, grant.ttl)
+
+    async def settle(self) -> None:
+        """Wait for a renewal in flight, so that an extend cannot race it."""
+        in_flight = self.in_flight
+        if in_flight is not None and not in_flight.decided.done():
+            await asyncio.shield(in_flight.decided)
+
+    def start(self, grant: Grant) -> None:
+        """(Re)schedule the next renewal of ``grant``."""
+        self.stop()
+        left = grant.validity_end - self._engine.clock()
+        spread = random.uniform(0.0, grant.ttl / 12.0)
+        self._schedule(grant, renewal_delay(left, grant.ttl, spread))
+
+    def stop(self) -> None:
+        """No more renewals; one in flight is ignored when it lands."""
+        self.in_flight = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def forget(self) -> None:
+        """Like ``stop``, for a timer of an event loop that is gone (not cancelled there)."""
+        self.in_flight = None
+        self._timer = None
+
+    def _schedule(self, grant: Grant, delay: float) -> None:
+        loop = self._engine.loop()
+        due = renewal_due(loop.time(), delay, grant.ttl)
+        self._timer = loop.call_at(due, _tick, weakref.ref(self), grant, due)
+
+    def _deadline(self, grant: Grant) -> float:
+        return loss_deadline(grant.validity_end, grant.ttl, self._engine.config.node_timeout)
+
+    def _tell_lost(self, reason: str, errors: Mapping[str, NodeError]) -> None:
+        lose = self._lose()
+        if lose is not None:
+            lose(reason, errors)
+
+    def tick(self, grant: Grant) -> None:
+        self._timer = None
+        started = self._engine.clock()
+        if started >= self._deadline(grant):
+            if self.errors:
+                reason = "renewals could not reach a quorum before its validity ended"
+            else:
+                reason = "its validity ended before the renewal could run (event loop blocked?)"
+            self._tell_lost(reason, self.errors)
+            return
+        tally = self.in_flight = self.send(grant, grant.ttl)
+        tally.decided.add_done_callback(partial(_renewed, weakref.ref(self), grant, tally, started))
+
+    def renewed(self, grant: Grant, tally: Tally, started: float) -> None:
+        if self.in_flight is not tally:
+            return  # stopped (released or lost) while the renewal was in flight
+        self.in_flight = None
+        verdict = self.judge(grant, tally, started, grant.ttl)
+        if verdict == "ok":
+            self.errors = {}
+            self.start(grant)
+        elif verdict == "refused":
+            reason = "a quorum of nodes refused the renewal (keys expired or taken)"
+            self._tell_lost(reason, tally.errors())
+        else:
+            self.errors = tally.errors()  # reported if the next tries fail too
+            left = self._deadline(grant) - self._engine.clock()
+            # Retry soon; if that is past the validity, the tick reports the loss.
+            self._schedule(grant, max(0.0, min(self.retry_interval(grant), left)))
+
+
+def _tick(ref: _Ref, grant: Grant, due: float) -> None:
+    # ``due``: when this renewal was meant to run (the benchmark measures the lag).
+    renewer = ref()
+    if renewer is not None and renewer._timer is not None:
+        renewer.tick(grant)
+
+
+def _renewed(ref: _Ref, grant: Grant, tally: Tally, started: float, _: object) -> None:
+    renewer = ref()
+    if renewer is not None:
+        renewer.renewed(grant, tally, started)
