@@ -314,7 +314,7 @@ async def _run(args: argparse.Namespace, cmd: list[str]) -> int:
             lost = asyncio.ensure_future(lock.lost_event.wait())
             await asyncio.wait({exited, lost}, return_when=asyncio.FIRST_COMPLETED)
             if not exited.done():
-                why = lock._lost_error or f"lock {args.name!r} was lost"
+                why = f"lock {args.name!r} was lost"  # the reason was logged as it happened
                 _error(f"{why}; stopping CMD")
                 await _stop(process, exited, args.grace, group=not interactive)
                 lost.cancel()

@@ -22,6 +22,7 @@ from ._config import LockOptions, check_seconds, check_ttl
 from ._engine import Engine
 from ._errors import LockLost, LockNotAcquired, LockNotOwned, NodeError, RedlockError
 from ._grant import Grant
+from ._holder import Body, Loss
 from ._release import release_grant
 from ._renewal import Renewer
 
@@ -92,16 +93,13 @@ class Lock:
     __slots__ = (
         "__weakref__",
         "_acquiring",
-        "_body_task",
-        "_cancel_requested",
+        "_body",
         "_commands",
         "_engine",
         "_errors",
         "_grant",
         "_holdings",
-        "_lost",
-        "_lost_error",
-        "_lost_event",
+        "_loss",
         "_name",
         "_options",
         "_renewer",
@@ -123,12 +121,9 @@ class Lock:
         self._renewer = Renewer(engine, commands, self._lose)
         self._grant: Grant | None = None
         self._acquiring = False
-        self._lost = False
-        self._lost_error: LockLost | None = None
-        self._lost_event: asyncio.Event | None = None  # made on first use: most locks never need it
+        self._loss = Loss()
         self._errors: Mapping[str, NodeError] = _NO_ERRORS
-        self._body_task: asyncio.Task[object] | None = None
-        self._cancel_requested = False
+        self._body = Body()  # the task of the `async with` body, cancelled on loss
 
     # -- what it is and how it stands --------------------------------------
 
@@ -154,16 +149,12 @@ class Lock:
     @property
     def lost(self) -> bool:
         """True once a held grant was lost (renewal failed, or it expired in use)."""
-        return self._lost
+        return self._loss.lost
 
     @property
     def lost_event(self) -> asyncio.Event:
         """Set when a held grant is lost: ``await lock.lost_event.wait()``."""
-        if self._lost_event is None:
-            self._lost_event = asyncio.Event()
-            if self._lost:
-                self._lost_event.set()
-        return self._lost_event
+        return self._loss.event()
 
     @property
     def valid_for(self) -> float:
@@ -185,7 +176,7 @@ class Lock:
         return grant.fencing_token if grant is not None else None
 
     def __repr__(self) -> str:
-        state = "lost" if self._lost else "held" if self._grant is not None else "unlocked"
+        state = "lost" if self._loss.lost else "held" if self._grant is not None else "unlocked"
         return f"<{type(self).__name__} {self._name!r} {state} ttl={self.ttl}>"
 
     # -- acquire, extend, release -------------------------------------------
@@ -220,10 +211,7 @@ class Lock:
             self._errors = outcome.errors
             return False
         self._grant = grant
-        self._lost = False
-        self._lost_error = None
-        if self._lost_event is not None:
-            self._lost_event.clear()
+        self._loss.clear()
         self._errors = _NO_ERRORS
         self._holdings.add(self)
         if self._options.auto_extend:
@@ -244,33 +232,21 @@ class Lock:
         )
         engine.check_open()
         renewer = self._renewer
-        await renewer.settle()
-        renewer.stop()
         try:
-            while True:
-                if self._grant is not grant:
-                    raise self._lost_error or LockLost(f"lock {self._name!r} is no longer held")
-                started = engine.clock()
-                if started >= grant.validity_end:
-                    raise self._lose("its validity ended before it could be extended", {})
-                tally = renewer.send(grant, new_ttl)
-                await tally.decided
-                verdict = renewer.judge(grant, tally, started, new_ttl)
-                if verdict == "ok":
-                    return
-                if verdict == "refused":
-                    raise self._lose("a quorum of nodes no longer holds it", tally.errors())
-                wait = min(renewer.retry_interval(grant), grant.validity_end - engine.clock())
-                if wait > 0:
-                    await asyncio.sleep(wait)
+            lost = await renewer.extend_now(grant, new_ttl, lambda: self._grant is grant)
+            if lost is None:
+                return
+            if self._grant is not grant:  # released or lost meanwhile
+                raise self._loss.error or LockLost(f"lock {self._name!r} is no longer held")
+            raise self._lose(*lost)
         finally:
             if self._grant is grant and self._options.auto_extend:
                 renewer.start(grant)
 
     def _require_grant(self) -> Grant:
         if self._grant is None:
-            if self._lost:
-                raise self._lost_error or LockLost(f"lock {self._name!r} was lost")
+            if self._loss.error is not None:
+                raise self._loss.error
             raise LockNotOwned(f"lock {self._name!r} is not held by this object")
         return self._grant
 
@@ -313,11 +289,12 @@ class Lock:
         if self._grant is not None:
             self._grant = None
             self._renewer.forget()
-            self._body_task = None
-            self._lost = True
-            self._lost_error = LockLost(
-                f"lock {self._name!r} was lost: it was held on another event loop "
-                "or by the parent process before a fork"
+            self._body.forget()
+            self._loss.mark(
+                LockLost(
+                    f"lock {self._name!r} was lost: it was held on another event loop "
+                    "or by the parent process before a fork"
+                )
             )
 
     def _lose(self, reason: str, errors: Mapping[str, NodeError]) -> LockLost:
@@ -325,33 +302,22 @@ class Lock:
         grant = self._grant
         error = LockLost(f"lock {self._name!r} was lost: {reason}", errors)
         if grant is None:
-            return self._lost_error or error
+            return self._loss.error or error
         self._drop(grant)
-        self._lost = True
-        self._lost_error = error
+        self._loss.mark(error)
         _log.warning("redlock_async: %s", error)
         # Remnants on a minority would only block the next holder until expiry.
         self._engine.undo(
             grant.acquired, self._commands.release(grant.token, False), time.monotonic() + grant.ttl
         )
-        if self._lost_event is not None:
-            self._lost_event.set()
         on_lost = self._options.on_lost
         if on_lost is not None:
             try:
                 on_lost(self)
             except Exception:
                 _log.exception("redlock_async: on_lost callback of %r failed", self._name)
-        task = self._body_task
-        # Not when the body itself noticed (its extend() raises LockLost already).
-        if (
-            task is not None
-            and self._options.cancel_on_lost
-            and not task.done()
-            and task is not asyncio.current_task(self._engine.loop())
-        ):
-            self._cancel_requested = True
-            task.cancel(f"redlock_async: lock {self._name!r} was lost")
+        if self._options.cancel_on_lost:
+            self._body.cancel(f"redlock_async: lock {self._name!r} was lost", self._engine.loop())
         return error
 
     # -- async with ----------------------------------------------------------
@@ -362,7 +328,7 @@ class Lock:
                 f"could not acquire lock {self._name!r} within {self._options.timeout}s",
                 self._errors,
             )
-        self._body_task = asyncio.current_task(self._engine.loop())
+        self._body.enter(self._engine.loop())
         return self
 
     async def __aexit__(
@@ -371,29 +337,25 @@ class Lock:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        task, self._body_task = self._body_task, None
-        if self._cancel_requested:
-            self._cancel_requested = False
-            # Undo our own cancel request; if it was the only one, the
-            # CancelledError in flight is ours and becomes LockLost.
-            outside = task is not None and task.uncancel() > 0
-            if outside:
-                return  # an outside cancellation stays a cancellation
-        if self._lost:
-            raise self._lost_error or LockLost(f"lock {self._name!r} was lost")
+        if self._body.exit():
+            return  # an outside cancellation stays a cancellation
+        if self._loss.error is not None:
+            raise self._loss.error
         grant = self._grant
         if grant is None:
             return
         if self._engine.clock() >= grant.validity_end:
-            await self._release_quietly()
+            await _release_quietly(self)
             raise LockLost(f"lock {self._name!r} expired before the body finished")
         if exc is not None:
-            await self._release_quietly()
+            await _release_quietly(self)
             return
         await self.release()
 
-    async def _release_quietly(self) -> None:
-        try:
-            await self.release()
-        except RedlockError as err:
-            _log.warning("redlock_async: release of %r failed: %s", self._name, err)
+
+async def _release_quietly(lock: Lock) -> None:
+    """Release on the way out of a body that failed: a failure to release is only logged."""
+    try:
+        await lock.release()
+    except RedlockError as err:
+        _log.warning("redlock_async: release of %r failed: %s", lock.name, err)

@@ -3,25 +3,22 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
-import inspect
 import logging
-import string
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar, Unpack
 
 from ._address import Endpoint
+from ._caches import LayoutCache, OptionsCache
 from ._commands import ExclusiveCommands
-from ._config import LockOptions, RedlockConfig, check_ttl
+from ._config import RedlockConfig
 from ._engine import Engine, TtlLedger, stall_limit
 from ._engine._build import NodeSpec, default_node_timeout, make_node
 from ._errors import ConfigurationError
-from ._keys import KeyLayout, check_name
 from ._lock import Holdings, Lock, LockKeywords, OnLost
 from ._rwlock import RWLock
 from ._scripts import ALL_SCRIPTS
+from ._synchronized import synchronized
 
 __all__ = ["NodeSpec", "Redlock"]
 
@@ -108,10 +105,8 @@ class Redlock:
             built.append(node)
         self._core = Engine(built, config, ttls=ttls)
         self._holdings = Holdings(self._core)
-        self._layouts: dict[str, KeyLayout] = {}
-        # Validated options by keywords: request handlers make a lock per call
-        # with the same few settings, so validation runs once per setting.
-        self._options: dict[tuple[object, ...], LockOptions] = {}
+        self._layout = LayoutCache(config.prefix)
+        self._lock_options = OptionsCache(config.drift_factor)
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -166,62 +161,6 @@ class Redlock:
         keys = self._layout(name)
         return Lock(core, self._holdings, name, options, ExclusiveCommands(keys, options.ttl))
 
-    def _layout(self, name: str) -> KeyLayout:
-        """The keys of ``name``; recent names are remembered (handlers reuse them)."""
-        keys = self._layouts.get(name) if type(name) is str else None
-        if keys is None:
-            keys = KeyLayout(self._core.config.prefix, check_name(name))
-            if len(self._layouts) >= 1024:
-                self._layouts.clear()
-            self._layouts[name] = keys
-        return keys
-
-    def _lock_options(
-        self,
-        ttl: float = 30.0,
-        auto_extend: bool = True,
-        timeout: float | None = None,
-        fencing: bool = False,
-        cancel_on_lost: bool = True,
-        fair: bool = False,
-        on_lost: OnLost | None = None,
-    ) -> LockOptions:
-        spec: tuple[object, ...] = (ttl, auto_extend, timeout, fencing, cancel_on_lost, fair)
-        if on_lost is not None:
-            spec += (on_lost,)
-        options = None
-        # Only exact types may share a cache entry: True == 1, yet ttl=True is an error.
-        cacheable = (
-            (type(ttl) is float or type(ttl) is int)
-            and (timeout is None or type(timeout) is float or type(timeout) is int)
-            and type(auto_extend) is bool
-            and type(fencing) is bool
-            and type(cancel_on_lost) is bool
-            and type(fair) is bool
-        )
-        if cacheable:
-            # Not contextlib.suppress: this runs on every lock() call.
-            try:
-                options = self._options.get(spec)
-            except TypeError:  # an unhashable on_lost callable
-                options = None
-        if options is None:
-            options = LockOptions(
-                ttl=ttl,
-                auto_extend=auto_extend,
-                timeout=timeout,
-                fencing=fencing,
-                cancel_on_lost=cancel_on_lost,
-                fair=fair,
-                on_lost=on_lost,
-            )
-            # LockOptions cannot know the drift factor; cached options passed this.
-            check_ttl("ttl", options.ttl, self._core.config.drift_factor)
-            if cacheable and len(self._options) < 256:
-                with contextlib.suppress(TypeError):
-                    self._options[spec] = options
-        return options
-
     def synchronized(
         self, name: str | Callable[..., str], **options: Unpack[LockKeywords]
     ) -> Callable[[Callable[_P, Awaitable[_R]]], Callable[_P, Coroutine[Any, Any, _R]]]:
@@ -236,26 +175,7 @@ class Redlock:
         does.
         """
         self._lock_options(**options)  # bad keywords fail here, not at the first call
-        if not (isinstance(name, str) or callable(name)):
-            raise ConfigurationError(f"name must be a str or a callable, not {type(name).__name__}")
-
-        def decorate(
-            func: Callable[_P, Awaitable[_R]],
-        ) -> Callable[_P, Coroutine[Any, Any, _R]]:
-            if not inspect.iscoroutinefunction(func):
-                raise ConfigurationError(
-                    f"synchronized() decorates coroutine functions (async def), not {func!r}"
-                )
-            lock_name = _name_builder(name, func)
-
-            @functools.wraps(func)
-            async def locked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-                async with self.lock(lock_name(args, kwargs), **options):
-                    return await func(*args, **kwargs)
-
-            return locked
-
-        return decorate
+        return synchronized(self.lock, name, options)
 
     def rwlock(self, name: str, **defaults: Unpack[LockKeywords]) -> RWLock:
         """A read-write lock on ``name``: ``.read(...)`` and ``.write(...)`` take
@@ -313,34 +233,3 @@ class Redlock:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
-
-
-def _name_builder(
-    name: str | Callable[..., str], func: Callable[..., object]
-) -> Callable[[tuple[Any, ...], dict[str, Any]], str]:
-    """How a synchronized call's lock name is made from its arguments."""
-    if not isinstance(name, str):
-        builder = name
-        return lambda args, kwargs: builder(*args, **kwargs)
-    try:
-        fields = [field for _, field, _, _ in string.Formatter().parse(name) if field is not None]
-    except ValueError as exc:
-        raise ConfigurationError(f"name template {name!r}: {exc}") from None
-    if not fields:
-        literal = name.replace("{{", "{").replace("}}", "}")
-        return lambda args, kwargs: literal
-    signature = inspect.signature(func)
-    for field in fields:
-        root = field.split(".", 1)[0].split("[", 1)[0]
-        if root not in signature.parameters:
-            raise ConfigurationError(
-                f"name template {name!r} refers to {root!r}, which is not a parameter "
-                f"of {func.__qualname__}; write {{{{ and }}}} for literal braces"
-            )
-
-    def build(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-        bound = signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        return name.format_map(bound.arguments)
-
-    return build

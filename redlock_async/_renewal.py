@@ -68,6 +68,33 @@ class Renewer:
     def retry_interval(self, grant: Grant) -> float:
         return extend_retry_interval(self._engine.config.retry_delay, grant.ttl)
 
+    async def extend_now(
+        self, grant: Grant, ttl: float, still_held: Callable[[], bool]
+    ) -> tuple[str, Mapping[str, NodeError]] | None:
+        """``Lock.extend()``: renew ``grant`` to ``ttl`` now, retrying while it is valid.
+
+        Returns None when renewed, else why it is lost (reason, per-node
+        errors); the schedule is stopped and left for the caller to restart.
+        """
+        await self.settle()  # a renewal in flight lands first: no race with it
+        self.stop()
+        engine = self._engine
+        while still_held():
+            started = engine.clock()
+            if started >= grant.validity_end:
+                return "its validity ended before it could be extended", {}
+            tally = self.send(grant, ttl)
+            await tally.decided
+            verdict = self.judge(grant, tally, started, ttl)
+            if verdict == "ok":
+                return None
+            if verdict == "refused":
+                return "a quorum of nodes no longer holds it", tally.errors()
+            wait = min(self.retry_interval(grant), grant.validity_end - engine.clock())
+            if wait > 0:
+                await asyncio.sleep(wait)
+        return "it was released or lost meanwhile", {}
+
     async def settle(self) -> None:
         """Wait for a renewal in flight, so that an extend cannot race it."""
         in_flight = self.in_flight

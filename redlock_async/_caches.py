@@ -1,0 +1,95 @@
+"""What ``lock()`` remembers between calls, so a handler's lock per request is cheap.
+
+Request handlers make a lock per call with the same few settings and names:
+validating the options and encoding the keys once per distinct value, not
+once per call, is most of what ``Redlock.lock()`` would otherwise cost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from ._config import LockOptions, check_ttl
+from ._keys import KeyLayout, check_name
+from ._lock import OnLost
+
+__all__ = ["LayoutCache", "OptionsCache"]
+
+_MAX_OPTIONS = 256
+_MAX_LAYOUTS = 1024
+
+
+class OptionsCache:
+    """Validated :class:`LockOptions` by keywords, for one Redlock's drift factor."""
+
+    __slots__ = ("_drift_factor", "_options")
+
+    def __init__(self, drift_factor: float) -> None:
+        self._drift_factor = drift_factor
+        self._options: dict[tuple[object, ...], LockOptions] = {}
+
+    def __call__(
+        self,
+        ttl: float = 30.0,
+        auto_extend: bool = True,
+        timeout: float | None = None,
+        fencing: bool = False,
+        cancel_on_lost: bool = True,
+        fair: bool = False,
+        on_lost: OnLost | None = None,
+    ) -> LockOptions:
+        spec: tuple[object, ...] = (ttl, auto_extend, timeout, fencing, cancel_on_lost, fair)
+        if on_lost is not None:
+            spec += (on_lost,)
+        options = None
+        # Only exact types may share a cache entry: True == 1, yet ttl=True is an error.
+        cacheable = (
+            (type(ttl) is float or type(ttl) is int)
+            and (timeout is None or type(timeout) is float or type(timeout) is int)
+            and type(auto_extend) is bool
+            and type(fencing) is bool
+            and type(cancel_on_lost) is bool
+            and type(fair) is bool
+        )
+        if cacheable:
+            # Not contextlib.suppress: this runs on every lock() call.
+            try:
+                options = self._options.get(spec)
+            except TypeError:  # an unhashable on_lost callable
+                options = None
+        if options is None:
+            options = LockOptions(
+                ttl=ttl,
+                auto_extend=auto_extend,
+                timeout=timeout,
+                fencing=fencing,
+                cancel_on_lost=cancel_on_lost,
+                fair=fair,
+                on_lost=on_lost,
+            )
+            # LockOptions cannot know the drift factor; cached options passed this.
+            check_ttl("ttl", options.ttl, self._drift_factor)
+            if cacheable and len(self._options) < _MAX_OPTIONS:
+                with contextlib.suppress(TypeError):
+                    self._options[spec] = options
+        return options
+
+
+class LayoutCache:
+    """The :class:`KeyLayout` of recently used names, under one prefix."""
+
+    __slots__ = ("_layouts", "_prefix")
+
+    def __init__(self, prefix: str) -> None:
+        self._prefix = prefix
+        self._layouts: dict[str, KeyLayout] = {}
+
+    def __call__(self, name: str) -> KeyLayout:
+        """The keys of ``name``; raises ConfigurationError for a bad name."""
+        keys = self._layouts.get(name) if type(name) is str else None
+        if keys is None:
+            keys = KeyLayout(self._prefix, check_name(name))
+            if len(self._layouts) >= _MAX_LAYOUTS:
+                self._layouts.clear()
+            self._layouts[name] = keys
+        return keys

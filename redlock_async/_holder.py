@@ -1,0 +1,77 @@
+"""How the holder of a lock is told of a loss: the loss record and the body's cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+
+from ._errors import LockLost
+
+__all__ = ["Body", "Loss"]
+
+
+class Loss:
+    """Whether a lock's grant was lost, why, and the event that tells waiters."""
+
+    __slots__ = ("_event", "error")
+
+    def __init__(self) -> None:
+        self.error: LockLost | None = None
+        self._event: asyncio.Event | None = None  # made on first use: most locks never need it
+
+    @property
+    def lost(self) -> bool:
+        return self.error is not None
+
+    def event(self) -> asyncio.Event:
+        if self._event is None:
+            self._event = asyncio.Event()
+            if self.error is not None:
+                self._event.set()
+        return self._event
+
+    def mark(self, error: LockLost) -> None:
+        self.error = error
+        if self._event is not None:
+            self._event.set()
+
+    def clear(self) -> None:
+        """A new grant: the old loss is history."""
+        self.error = None
+        if self._event is not None:
+            self._event.clear()
+
+
+class Body:
+    """Which task runs a lock's ``async with`` body; cancels it when the lock is lost."""
+
+    __slots__ = ("_cancelled", "_task")
+
+    def __init__(self) -> None:
+        self._task: asyncio.Task[object] | None = None
+        self._cancelled = False  # a cancel request of ours is pending
+
+    def enter(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._task = asyncio.current_task(loop)
+
+    def cancel(self, reason: str, loop: asyncio.AbstractEventLoop) -> None:
+        """Cancel the body, unless it is the caller (its extend() raises LockLost already)."""
+        task = self._task
+        if task is not None and not task.done() and task is not asyncio.current_task(loop):
+            self._cancelled = True
+            task.cancel(reason)
+
+    def exit(self) -> bool:
+        """The body ended; True when a cancellation from outside is in flight.
+
+        Our own cancel request is undone; if it was the only one, the
+        CancelledError in flight is ours, and the lock turns it into LockLost.
+        """
+        task, self._task = self._task, None
+        if not self._cancelled:
+            return False
+        self._cancelled = False
+        return task is not None and task.uncancel() > 0
+
+    def forget(self) -> None:
+        """The body's task belongs to an event loop that is gone."""
+        self._task = None
