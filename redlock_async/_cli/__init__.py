@@ -21,11 +21,11 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TextIO
 
-from ._address import parse_url, redact_url
-from ._errors import ConfigurationError, LockNotOwned, NodeError, describe_errors
-from ._keys import KeyLayout, check_name, check_prefix, lock_key
-from ._lock import Lock
-from ._redlock import Redlock, owned_client
+from .._address import parse_url, redact_url
+from .._errors import ConfigurationError, LockNotOwned, NodeError, describe_errors
+from .._keys import KeyLayout, check_name, check_prefix, lock_key
+from .._lock import Lock
+from .._redlock import Redlock, owned_client
 
 __all__ = ["EXIT_CODES", "main"]
 
@@ -672,7 +672,7 @@ def _print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str
 
 
 def _demo(n_nodes: int, workers: int, increments: int) -> int:
-    from .testing import RedisServer, find_redis_server
+    from ..testing import RedisServer, find_redis_server
 
     if find_redis_server() is None:
         _error(
