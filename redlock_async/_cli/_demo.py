@@ -55,11 +55,14 @@ async def _contend(urls: list[str], resource_url: str, workers: int, increments:
         async def run(locked: bool) -> int:
             await resource.set("counter", 0)
             done = 0
+            stopping = False
             label = "with the lock:   " if locked else "without the lock:"
 
             async def worker(redlock: Redlock) -> None:
                 nonlocal done
                 for _ in range(increments):
+                    if stopping:
+                        return
                     if locked:
                         async with redlock.lock("demo:counter", ttl=5.0):
                             await bump()
@@ -82,8 +85,12 @@ async def _contend(urls: list[str], resource_url: str, workers: int, increments:
                         tick(float(done), done)
                 await asyncio.gather(*tasks)
             finally:
-                for task in tasks:
-                    task.cancel()
+                # Workers stop between increments rather than being cancelled:
+                # a task cancelled inside a redis-py command (its wait_for on
+                # drain, Python 3.11) could be left waiting forever, hanging
+                # Ctrl-C at loop close.
+                stopping = True
+                await asyncio.gather(*tasks, return_exceptions=True)
                 for r in redlocks:
                     await r.aclose()
             counter = int(await resource.get("counter") or 0)
