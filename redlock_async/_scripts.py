@@ -20,6 +20,7 @@ __all__ = [
     "READ_EXTEND",
     "READ_RELEASE",
     "RELEASE",
+    "STATUS",
     "WRITE_ACQUIRE",
 ]
 
@@ -48,3 +49,7 @@ ALL_SCRIPTS: tuple[Script, ...] = (
     FENCE_RAISE,
     SERVER_ID,
 )
+"""The scripts a lock's nodes run: every node driver is handed these."""
+
+STATUS = Script.load("status")
+"""The CLI's ``status`` (one node's view of a name): sent with EVAL, never preloaded."""

@@ -1,0 +1,86 @@
+"""What the commands print: one-line errors, tables, live progress.
+
+``rich`` (the ``cli`` extra) draws tables and progress bars when it is
+installed and the output is a terminal; plain text otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TextIO
+
+from ._exit import EX_INTERRUPTED
+
+__all__ = ["error", "interrupted", "print_table", "progress"]
+
+
+def error(message: str) -> None:
+    """Print ``redlock-async: MESSAGE`` on stderr."""
+    print(f"redlock-async: {message}", file=sys.stderr)
+
+
+def interrupted() -> int:
+    """Say a Ctrl-C ended the command; the exit code to return for it."""
+    error("interrupted")
+    return EX_INTERRUPTED
+
+
+@contextlib.contextmanager
+def progress(
+    total: float, *, enabled: bool, unit: str = "grants"
+) -> Iterator[Callable[[float, int], None]]:
+    """A live progress bar on a terminal (rich if installed, else one redrawn line)."""
+    stream: TextIO = sys.stderr
+    if not enabled or not stream.isatty():
+        yield lambda done, grants: None
+        return
+    try:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+    except ImportError:
+
+        def line(done: float, grants: int) -> None:
+            share = min(1.0, done / total) if total else 1.0
+            bar = "#" * int(share * 30)
+            stream.write(f"\r[{bar:<30}] {share:4.0%} {grants:,} {unit}")
+            stream.flush()
+
+        yield line
+        stream.write("\n")
+        return
+    with Progress(
+        BarColumn(), TextColumn("{task.fields[grants]:,} " + unit),
+        TimeRemainingColumn(), console=_console(stream), transient=True,
+    ) as bar:  # fmt: skip
+        task = bar.add_task("bench", total=total, grants=0)
+        yield lambda done, grants: bar.update(task, completed=done, grants=grants)
+
+
+def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """``rows`` under ``headers`` on stdout: a rich table on a terminal, else aligned text."""
+    if sys.stdout.isatty():
+        with contextlib.suppress(ImportError):
+            from rich.table import Table
+
+            table = Table(*headers, title=title)
+            for row in rows:
+                table.add_row(*row)
+            _console(sys.stdout).print(table)
+            return
+    cells = [list(headers), *[list(row) for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    print(title)
+    for n, row in enumerate(cells):
+        print(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
+        if n == 0:
+            print("  ".join("-" * width for width in widths))
+
+
+def _console(stream: TextIO) -> Any:
+    # rich is optional: imported only once a terminal wants it.
+    from rich.console import Console
+
+    return Console(file=stream)

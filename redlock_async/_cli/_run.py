@@ -1,0 +1,196 @@
+"""``redlock-async run NAME -- CMD``: hold a lock while a command runs (a distributed flock).
+
+A small process supervisor: it waits for the lock, starts CMD with the lock's
+name (and fencing token) in its environment, passes signals on to it, and
+stops it when the lock is lost. Exit codes: CMD's own, else those in
+:mod:`._exit` (75 not had within ``--timeout``, 76 lost).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator, Sequence
+
+from .._errors import LockLost, LockNotOwned, RedlockError, describe_errors
+from .._keys import check_name
+from .._lock import Lock
+from ._exit import EX_CANNOT_EXECUTE, EX_LOST, EX_NOT_FOUND, EX_TEMPFAIL, UsageError
+from ._nodes import redlock
+from ._output import error
+
+__all__ = ["FORWARDED", "run_command"]
+
+# Signals `run` passes to CMD while it runs. Others keep their default action.
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT,
+             signal.SIGUSR1, signal.SIGUSR2)  # fmt: skip
+
+# Signals a terminal sends to its whole foreground process group.
+_TERMINAL_SIGNALS = (signal.SIGINT, signal.SIGQUIT)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Check the arguments, then run CMD under the lock; the exit code."""
+    cmd = list(args.cmd)
+    if not cmd:
+        raise UsageError("run: no command given (usage: redlock-async run NAME -- CMD [ARG...])")
+    check_name(args.name)
+    if args.ttl <= 0:
+        raise UsageError("run: --ttl must be > 0")
+    return int(asyncio.run(_run(args, cmd)))
+
+
+async def _run(args: argparse.Namespace, cmd: list[str]) -> int:
+    loop = asyncio.get_running_loop()
+    async with redlock(args) as nodes:
+        lock = nodes.lock(
+            args.name, ttl=args.ttl, timeout=args.timeout, fencing=args.fencing,
+            cancel_on_lost=False,
+        )  # fmt: skip
+        # One handler per signal for the whole run: swapping handlers between
+        # the wait and CMD's start would drop a signal that arrives in
+        # between (or leave it to the default action: death, keys left on
+        # the nodes). Until CMD has started, a signal gives up cleanly
+        # (nothing left on the nodes) and exits like the signal would have;
+        # from then on it is passed on to CMD.
+        acquiring = asyncio.ensure_future(lock.acquire())
+        received: list[int] = []  # signals that came before CMD started
+        cmd_process: list[asyncio.subprocess.Process] = []  # CMD, once started
+        # Not on a terminal, CMD gets its own process group: every signal
+        # reaches it once (from us), and stopping it reaches its children
+        # too. On a terminal it stays in the foreground group, so it can read
+        # the terminal, and Ctrl-C / Ctrl-\\ reach it from the terminal itself.
+        interactive = sys.stdin.isatty()
+
+        def on_signal(signum: int) -> None:
+            if not cmd_process:
+                received.append(signum)
+                acquiring.cancel()  # a no-op once the wait is over
+            elif not (interactive and signum in _TERMINAL_SIGNALS):
+                _signal(cmd_process[0], signum, group=not interactive)
+            # else the terminal delivered it to CMD as well: CMD decides
+
+        with _handling(loop, FORWARDED, on_signal):
+            try:
+                acquired = await acquiring
+            except asyncio.CancelledError:
+                if not received:
+                    raise
+                acquired = False
+            if received:
+                if acquired:  # the grant came with the signal: give it back
+                    await _release(lock)
+                error(f"{signal.Signals(received[0]).name} while waiting for {args.name!r}")
+                return 128 + received[0]
+            if not acquired:
+                waited = "one attempt" if args.timeout == 0 else f"{args.timeout}s"
+                why = describe_errors(lock.errors) or "the lock is held elsewhere"
+                error(f"lock {args.name!r} not acquired ({waited}): {why}")
+                return EX_TEMPFAIL
+
+            env = dict(os.environ)
+            env["REDLOCK_LOCK_NAME"] = args.name
+            if lock.fencing_token is not None:
+                env["REDLOCK_FENCING_TOKEN"] = str(lock.fencing_token)
+            try:
+                process = await _spawn(cmd, env, own_group=not interactive)
+            except FileNotFoundError:
+                await lock.release()
+                error(f"command not found: {cmd[0]}")
+                return EX_NOT_FOUND
+            except PermissionError:
+                await lock.release()
+                error(f"command not executable: {cmd[0]}")
+                return EX_CANNOT_EXECUTE
+            cmd_process.append(process)
+            for signum in received:  # came while CMD was starting: CMD's now
+                on_signal(signum)
+
+            exited = asyncio.ensure_future(process.wait())
+            lost = asyncio.ensure_future(lock.lost_event.wait())
+            await asyncio.wait({exited, lost}, return_when=asyncio.FIRST_COMPLETED)
+            if not exited.done():
+                error(f"{await _lost_reason(lock)}; stopping CMD")
+                await _stop(process, exited, args.grace, group=not interactive)
+                lost.cancel()
+                return EX_LOST
+            lost.cancel()
+        code = process.returncode
+        assert code is not None
+        await _release(lock)
+        return code if code >= 0 else 128 - code  # killed by signal N: 128+N, like a shell
+
+
+async def _lost_reason(lock: Lock) -> str:
+    """Why ``lock`` was lost, as its LockLost says (it names the nodes' errors)."""
+    # A lost lock holds no grant: release() sends nothing and raises the
+    # LockLost that ended it - the public way to read the reason.
+    try:
+        await lock.release()
+    except LockLost as exc:
+        return str(exc)
+    except RedlockError:
+        pass
+    return f"lock {lock.name!r} was lost"
+
+
+async def _release(lock: Lock) -> None:
+    try:
+        await lock.release()
+    except LockNotOwned as exc:  # expired or lost at the very end: CMD has finished
+        error(f"release: {exc}")
+    except Exception as exc:  # the lock expires by itself; CMD's code still counts
+        error(f"release: {exc}")
+
+
+async def _spawn(
+    cmd: list[str], env: dict[str, str], *, own_group: bool
+) -> asyncio.subprocess.Process:
+    """Start CMD; with ``own_group``, as the leader of a new process group."""
+    if not own_group:
+        return await asyncio.create_subprocess_exec(*cmd, env=env)
+    try:
+        return await asyncio.create_subprocess_exec(*cmd, env=env, process_group=0)
+    except ValueError as exc:
+        # uvloop's loops refuse process_group (asyncio's take it since 3.11),
+        # before starting anything: do the same setpgid(0, 0) in the child.
+        if "process_group" not in str(exc):
+            raise
+        return await asyncio.create_subprocess_exec(*cmd, env=env, preexec_fn=os.setpgrp)
+
+
+def _signal(process: asyncio.subprocess.Process, signum: int, *, group: bool) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        if group:
+            os.killpg(process.pid, signum)
+        else:
+            process.send_signal(signum)
+
+
+async def _stop(
+    process: asyncio.subprocess.Process, exited: asyncio.Future[int], grace: float, *, group: bool
+) -> None:
+    _signal(process, signal.SIGTERM, group=group)
+    try:
+        await asyncio.wait_for(asyncio.shield(exited), grace)
+    except TimeoutError:
+        error(f"CMD still running {grace}s after SIGTERM; sending SIGKILL")
+        _signal(process, signal.SIGKILL, group=group)
+        await exited
+
+
+@contextlib.contextmanager
+def _handling(
+    loop: asyncio.AbstractEventLoop, signals: Sequence[int], handler: Callable[[int], None]
+) -> Iterator[None]:
+    for signum in signals:
+        loop.add_signal_handler(signum, handler, signum)
+    try:
+        yield
+    finally:
+        for signum in signals:
+            loop.remove_signal_handler(signum)
