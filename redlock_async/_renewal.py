@@ -144,12 +144,28 @@ class Renewer:
             self._tell_lost(reason, self.errors)
             return
         tally = self.in_flight = self.send(grant, grant.ttl)
-        tally.decided.add_done_callback(partial(_renewed, weakref.ref(self), grant, tally, started))
+        ref = weakref.ref(self)
+        tally.decided.add_done_callback(partial(_renewed, ref, grant, tally, started))
+        guard = self._deadline(grant) - started
+        if guard < self._engine.config.node_timeout:
+            # A retry close to the loss deadline: its verdict may come after
+            # it, so the deadline is kept by a timer of its own.
+            self._timer = self._engine.loop().call_later(guard, _overdue, ref, tally)
+
+    def overdue(self, tally: Tally) -> None:
+        """The loss deadline came while ``tally`` (a renewal) was undecided: lost."""
+        self._timer = None
+        if self.in_flight is tally and not tally.decided.done():
+            reason = "renewals could not reach a quorum before its validity ended"
+            self._tell_lost(reason, self.errors)
 
     def renewed(self, grant: Grant, tally: Tally, started: float) -> None:
         if self.in_flight is not tally:
             return  # stopped (released or lost) while the renewal was in flight
         self.in_flight = None
+        if self._timer is not None:  # the overdue check of this renewal
+            self._timer.cancel()
+            self._timer = None
         verdict = self.judge(grant, tally, started, grant.ttl)
         if verdict == "ok":
             self.errors = {}
@@ -169,6 +185,12 @@ def _tick(ref: _Ref, grant: Grant, due: float) -> None:
     renewer = ref()
     if renewer is not None and renewer._timer is not None:
         renewer.tick(grant)
+
+
+def _overdue(ref: _Ref, tally: Tally) -> None:
+    renewer = ref()
+    if renewer is not None:
+        renewer.overdue(tally)
 
 
 def _renewed(ref: _Ref, grant: Grant, tally: Tally, started: float, _: object) -> None:
