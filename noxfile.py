@@ -1,4 +1,9 @@
-"""Developer sessions: ``nox -s tests lint typecheck docs`` (CI runs the same)."""
+"""Developer sessions: ``nox -s tests lint typecheck docs`` and ``nox -s faults`` (as CI).
+
+Two test tiers: ``tests`` is the fast default (``pytest``: unit, integration,
+CLI, examples, the testing plugin), ``faults`` the fault-injection tier
+(``pytest -m faults``: worker processes, a nemesis, history checkers).
+"""
 
 from __future__ import annotations
 
@@ -12,9 +17,20 @@ PYTHONS = ["3.11", "3.12", "3.13"]
 
 @nox.session(python=PYTHONS)
 def tests(session: nox.Session) -> None:
-    """The test suite against throwaway local redis-server nodes."""
+    """The default tier against throwaway local redis-server nodes (the fault tier is left out)."""
     session.install("-e", ".[test]")
     session.run("python", "-m", "pytest", *session.posargs)
+
+
+@nox.session
+def faults(session: nox.Session) -> None:
+    """The fault tier: ``pytest -m faults`` (tests/faults/test_smoke.py; minutes).
+
+    Real nodes, worker processes, a nemesis and the history checkers: in-model
+    schedules, out-of-model ones, the planted bugs. See docs/faults.md.
+    """
+    session.install("-e", ".[test]")
+    session.run("python", "-m", "pytest", "-m", "faults", *session.posargs)
 
 
 @nox.session
