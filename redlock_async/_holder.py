@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Callable
 
 from ._errors import LockLost
+
+_log = logging.getLogger("redlock_async")
 
 __all__ = ["Body", "Loss"]
 
@@ -33,6 +37,16 @@ class Loss:
         self.error = error
         if self._event is not None:
             self._event.set()
+
+    def tell(self, error: LockLost, on_lost: Callable[..., object] | None, lock: object) -> None:
+        """A held grant was lost: record it, log it, set the event, call ``on_lost(lock)``."""
+        self.mark(error)
+        _log.warning("redlock_async: %s", error)
+        if on_lost is not None:
+            try:
+                on_lost(lock)
+            except Exception:
+                _log.exception("redlock_async: on_lost callback of %r failed", lock)
 
     def clear(self) -> None:
         """A new grant: the old loss is history."""

@@ -125,8 +125,6 @@ class Lock:
         self._errors: Mapping[str, NodeError] = _NO_ERRORS
         self._body = Body()  # the task of the `async with` body, cancelled on loss
 
-    # -- what it is and how it stands --------------------------------------
-
     @property
     def name(self) -> str:
         return self._name
@@ -179,8 +177,6 @@ class Lock:
         state = "lost" if self._loss.lost else "held" if self._grant is not None else "unlocked"
         return f"<{type(self).__name__} {self._name!r} {state} ttl={self.ttl}>"
 
-    # -- acquire, extend, release -------------------------------------------
-
     async def acquire(self, blocking: bool = True, timeout: float | Unset | None = UNSET) -> bool:
         """Try to acquire; True on success, False when it gave up.
 
@@ -189,21 +185,19 @@ class Lock:
         passed (default: the lock's ``timeout``; None waits forever).
         Raises RedlockError when this object already holds a grant.
         """
-        engine = self._engine
-        if engine.closing:
-            engine.check_open()
         if self._grant is not None or self._acquiring:
             raise RedlockError(
                 f"lock {self._name!r} is already held or being acquired by this object; "
                 "create a new Lock object per critical section"
             )
-        if timeout is UNSET:
-            limit = self._options.timeout  # validated with the options
-        else:
+        limit = self._options.timeout  # validated with the options
+        if timeout is not UNSET:
             limit = check_seconds("timeout", timeout, allow_none=True)
         self._acquiring = True
         try:
-            outcome = await _acquire.acquire(engine, self._commands, self._options, blocking, limit)
+            outcome = await _acquire.acquire(
+                self._engine, self._commands, self._options, blocking, limit
+            )
         finally:
             self._acquiring = False
         grant = outcome.grant
@@ -271,8 +265,6 @@ class Lock:
         self._drop(grant)
         await release_grant(self._engine, self._commands, self._name, grant)
 
-    # -- loss ----------------------------------------------------------------
-
     def _drop(self, grant: Grant) -> None:
         """Forget ``grant`` locally and stop renewing it."""
         if self._grant is grant:
@@ -281,21 +273,17 @@ class Lock:
         self._holdings.discard(self)
 
     def _orphaned(self) -> None:
-        """Its grant belongs to another event loop or the parent process: lost, silently.
+        """Held on another event loop, or by the parent before a fork: lost, silently.
 
-        Nothing is sent (in a forked child, the parent still holds the grant)
-        and no task is cancelled (they belong to the old loop).
+        Nothing is sent (a forked child's parent still holds the grant) and
+        nothing cancelled (the tasks belong to the old loop).
         """
         if self._grant is not None:
             self._grant = None
             self._renewer.forget()
             self._body.forget()
-            self._loss.mark(
-                LockLost(
-                    f"lock {self._name!r} was lost: it was held on another event loop "
-                    "or by the parent process before a fork"
-                )
-            )
+            why = "it was held on another event loop or by the parent process before a fork"
+            self._loss.mark(LockLost(f"lock {self._name!r} was lost: {why}"))
 
     def _lose(self, reason: str, errors: Mapping[str, NodeError]) -> LockLost:
         """Mark the held grant lost, tell the holder, clean up; returns the error."""
@@ -304,23 +292,14 @@ class Lock:
         if grant is None:
             return self._loss.error or error
         self._drop(grant)
-        self._loss.mark(error)
-        _log.warning("redlock_async: %s", error)
         # Remnants on a minority would only block the next holder until expiry.
-        self._engine.undo(
-            grant.acquired, self._commands.release(grant.token, False), time.monotonic() + grant.ttl
-        )
-        on_lost = self._options.on_lost
-        if on_lost is not None:
-            try:
-                on_lost(self)
-            except Exception:
-                _log.exception("redlock_async: on_lost callback of %r failed", self._name)
-        if self._options.cancel_on_lost:
-            self._body.cancel(f"redlock_async: lock {self._name!r} was lost", self._engine.loop())
+        release = self._commands.release(grant.token, False)
+        self._engine.undo(grant.acquired, release, time.monotonic() + grant.ttl)
+        options = self._options
+        self._loss.tell(error, options.on_lost, self)
+        if options.cancel_on_lost:
+            self._body.cancel(f"redlock_async: {error}", self._engine.loop())
         return error
-
-    # -- async with ----------------------------------------------------------
 
     async def __aenter__(self) -> Self:
         if not await self.acquire():
