@@ -20,9 +20,9 @@ from ._address import Address, Endpoint, node_identity, parse_url, redact_url
 from ._config import LockKeywords, LockOptions, OnLost, RedlockConfig, check_ttl
 from ._engine._core import Core
 from ._engine._node import Node, stall_limit
-from ._engine._redispy import RedisPyNode
-from ._engine._resp import RespNode
 from ._engine._restarts import Restarts, TtlLedger
+from ._engine.redispy import RedisPyNode
+from ._engine.resp import RespNode
 from ._errors import ConfigurationError
 from ._lock import Lock
 from ._renew import start_renewal

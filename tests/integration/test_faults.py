@@ -325,7 +325,7 @@ async def test_commands_beyond_the_in_flight_bound_fail_at_once(
 ) -> None:
     # A frozen node keeps every command pending; past the bound, new ones
     # fail when they would be written instead of queueing without limit.
-    from redlock_async._engine import _resp
+    from redlock_async._engine.resp import _node as _resp
 
     # node_timeout=0.5: node 0's connection is dropped only after 2 s of
     # silence, far beyond this test, even on a loaded machine.

@@ -5,8 +5,9 @@ from __future__ import annotations
 import hiredis
 import pytest
 
-from redlock_async._engine import Script, _resp
+from redlock_async._engine import Script
 from redlock_async._engine._node import Arg, Command
+from redlock_async._engine.resp import _node as _resp
 from redlock_async._scripts import ACQUIRE, FAIR_ACQUIRE, RELEASE
 
 

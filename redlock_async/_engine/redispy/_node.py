@@ -13,9 +13,9 @@ import logging
 import redis.exceptions
 from redis.asyncio import Redis, RedisCluster
 
-from .._errors import NodeConnectionError, NodeError, NodeResponseError, NodeTimeoutError
-from ._node import SERVER_ID, Command, Reply, Sink, stall_limit, unsent
-from ._restarts import Restarts
+from ..._errors import NodeConnectionError, NodeError, NodeResponseError, NodeTimeoutError
+from .._node import SERVER_ID, Command, Reply, Sink, stall_limit, unsent
+from .._restarts import Restarts
 
 __all__ = ["RedisPyNode", "translate"]
 

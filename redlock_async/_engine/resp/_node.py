@@ -30,10 +30,10 @@ from typing import cast
 
 import hiredis
 
-from .._address import Address, connect
-from .._errors import NodeConnectionError, NodeError, NodeResponseError, NodeTimeoutError
-from ._node import Command, Reply, Script, Sink, stall_limit, unsent
-from ._restarts import Restarts
+from ..._address import Address, connect
+from ..._errors import NodeConnectionError, NodeError, NodeResponseError, NodeTimeoutError
+from .._node import Command, Reply, Script, Sink, stall_limit, unsent
+from .._restarts import Restarts
 
 __all__ = ["RespNode"]
 

@@ -1,0 +1,5 @@
+"""The lean driver."""
+
+from ._node import RespNode
+
+__all__ = ["RespNode"]
