@@ -1,5 +1,5 @@
-"""The redis-py driver."""
+"""The redis-py driver: nodes reached through redis-py clients (TLS, Cluster, clients passed in)."""
 
-from ._node import RedisPyNode, translate
+from ._node import RedisPyNode
 
-__all__ = ["RedisPyNode", "translate"]
+__all__ = ["RedisPyNode"]

@@ -1,4 +1,4 @@
-"""The lean driver."""
+"""The lean driver: ``redis://`` and ``unix://`` nodes over one pipelined RESP connection each."""
 
 from ._node import RespNode
 
