@@ -35,7 +35,7 @@ class RedisPyNode:
         name: str,
         node_timeout: float,
         owned: bool,
-        restarts: Restarts | None = None,
+        restarts: Restarts,
     ) -> None:
         self._client = client
         self._name = name
