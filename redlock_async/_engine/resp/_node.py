@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Sequence
 
 from ..._address import Address, connect
@@ -41,8 +40,6 @@ from ._handshake import Handshake
 from ._pubsub import RespSubscriber
 
 __all__ = ["RespNode"]
-
-_log = logging.getLogger("redlock_async")
 
 
 class _Fallback:
