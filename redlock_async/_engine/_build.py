@@ -18,9 +18,9 @@ from .._address import Address, Endpoint, node_identity, parse_url, redact_url
 from .._config import RedlockConfig
 from .._errors import ConfigurationError
 from ._node import Node, Script
-from ._redispy import RedisPyNode
-from ._resp import RespNode
 from ._restarts import Restarts, TtlLedger
+from .redispy import RedisPyNode
+from .resp import RespNode
 
 __all__ = [
     "LEAN_NODE_TIMEOUT",

@@ -7,15 +7,19 @@ the reply (an int, bytes, a list or None) or a :class:`NodeError` *instance*
 (never raised).
 Passing outcomes as values is what lets the fan-out never raise mid-flight.
 
+Drivers report raw replies, and what they see of the server to the node's
+``restarts`` watch; the engine alone decides what a vote is worth (a
+quarantined node's yes to a granting script does not count: ``Tally.settle``).
+
 Two drivers implement it:
 
-* ``RespNode`` (``_resp.py``) - the lean hot path for ``redis://`` and
+* ``RespNode`` (package ``resp``) - the lean hot path for ``redis://`` and
   ``unix://`` URLs: one auto-pipelined connection per node, commands executed
   in the order they were sent.
-* ``RedisPyNode`` (``_redispy.py``) - for ``rediss://`` URLs and user-supplied
-  ``redis.asyncio.Redis`` / ``RedisCluster`` clients (Cluster, Sentinel, TLS,
-  anything else redis-py reaches); commands may run on different pooled
-  connections, so their order is not guaranteed.
+* ``RedisPyNode`` (package ``redispy``) - for ``rediss://`` URLs and
+  user-supplied ``redis.asyncio.Redis`` / ``RedisCluster`` clients (Cluster,
+  Sentinel, TLS, anything else redis-py reaches); commands may run on
+  different pooled connections, so their order is not guaranteed.
 """
 
 from __future__ import annotations
@@ -26,10 +30,9 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Protocol
 
-from redis.asyncio import Redis, RedisCluster
-
-from .._address import Address
 from .._errors import NodeError
+from ._restarts import Restarts
+from ._wake import WakeSource
 
 __all__ = ["Arg", "Command", "Node", "Reply", "Sink", "Unsent", "stall_limit", "unsent"]
 
@@ -97,14 +100,16 @@ class Command:
 
     ``packed`` caches the wire encoding, so a driver that speaks RESP itself
     encodes the command once per fan-out rather than once per node.
+    ``grants`` copies ``script.grants``: the tally tests it on every reply.
     """
 
-    __slots__ = ("args", "keys", "packed", "script")
+    __slots__ = ("args", "grants", "keys", "packed", "script")
 
     def __init__(self, script: Script, keys: Sequence[bytes], args: Sequence[Arg]) -> None:
         self.script = script
         self.keys = keys
         self.args = args
+        self.grants = script.grants
         self.packed: bytes | None = None
 
     def __repr__(self) -> str:
@@ -146,8 +151,15 @@ class Node(Protocol):
         ...
 
     @property
-    def wake_source(self) -> Address | Redis | RedisCluster | None:
-        """Where to subscribe for release announcements; None: waiters poll."""
+    def wake_source(self) -> WakeSource | None:
+        """Makes this node's subscriber for release announcements (called
+        with the Redlock's ``WakeHub``); None: its waiters poll."""
+        ...
+
+    @property
+    def restarts(self) -> Restarts | None:
+        """The restart watch the driver reports the server's identity to;
+        None: restarts are not watched (Redis Cluster)."""
         ...
 
     def bind(self, index: int) -> None:

@@ -129,6 +129,13 @@ class Tally:
         replies = self.replies
         if replies[index] is not PENDING:
             return  # never count a node twice
+        command = self.command
+        if command is not None and command.grants:
+            # Restart quarantine, applied here for every driver (_restarts.py):
+            # a restarted or unwatchable node's yes to a granting script fails.
+            watch = self.group.nodes[index].restarts
+            if watch is not None and watch.until:
+                reply = watch.vote(reply, asyncio.get_running_loop().time())
         replies[index] = reply
         if reply == 1 or (type(reply) is int and reply > 0):  # 1: the usual yes, first
             self._yes_short -= 1

@@ -7,10 +7,14 @@ through this Redlock has passed since it came back. Strict mode also
 quarantines a node whose uptime is below a grace period, for grants made by
 other processes that this Redlock never saw.
 
-The lean driver reads ``INFO server`` on every new connection; with a plain
-redis-py client, which reconnects behind our back, ``server_id.lua`` rides in
-the same pipeline as each granting script. Redis Cluster nodes are not
-watched (an INFO there answers for an arbitrary shard).
+Drivers only report what they see of the server (``observe``,
+``observe_fields``, ``unknown``): the lean driver reads ``INFO server`` on
+every new connection; with a plain redis-py client, which reconnects behind
+our back, ``server_id.lua`` rides in the same pipeline as each granting
+script. Redis Cluster nodes are not watched (an INFO there answers for an
+arbitrary shard). The engine alone turns a quarantined node's yes into a
+failed vote: ``Tally.settle`` calls ``vote`` for the replies of granting
+scripts (``Script.grants``), whichever driver served the node.
 
 Detection fails closed: when a node refuses INFO (an ACL such as
 ``+@all -@dangerous``) or its reply lacks the fields, its restarts cannot be
@@ -23,11 +27,13 @@ from __future__ import annotations
 import logging
 import math
 import re
+from typing import TypeVar
 
 from .._errors import NodeError, NodeResponseError
-from ._node import Reply
 
 __all__ = ["Restarts", "TtlLedger"]
+
+_Reply = TypeVar("_Reply")
 
 _log = logging.getLogger("redlock_async")
 _RUN_ID = re.compile(rb"run_id:([0-9a-f]+)")
@@ -73,8 +79,8 @@ class Restarts:
         self._grace = grace
         self.run_id: bytes | None = None
         # Loop time until which yes votes do not count; 0: none; inf: restarts
-        # cannot be detected. Drivers consult vote() only when it is truthy, so
-        # the fine case costs one attribute test per reply.
+        # cannot be detected. The engine consults vote() only when it is
+        # truthy, so the fine case costs one attribute test per granting yes.
         self.until = 0.0
         self._quarantine = 0.0  # end of the current quarantine after a restart
         self._blind: str | None = None  # why restarts cannot be seen, and the fix
@@ -133,12 +139,14 @@ class Restarts:
             )
         self.until = self._quarantine
 
-    def vote(self, reply: Reply, now: float) -> Reply:
-        """A granting vote from this node: refused while quarantined or blind."""
+    def vote(self, reply: _Reply, now: float) -> _Reply | NodeError:
+        """A granting script's reply from this node: a yes is refused while
+        quarantined or blind (a no stays a no)."""
         if now >= self.until:
             self.until = self._quarantine = 0.0
             return reply
-        if type(reply) is int and reply > 0:
+        value: object = reply
+        if type(value) is int and value > 0:
             if self._blind is not None:
                 error = NodeResponseError(self._blind)
                 error.__cause__ = self._cause  # what INFO answered, as for any node error

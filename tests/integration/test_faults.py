@@ -325,7 +325,7 @@ async def test_commands_beyond_the_in_flight_bound_fail_at_once(
 ) -> None:
     # A frozen node keeps every command pending; past the bound, new ones
     # fail when they would be written instead of queueing without limit.
-    from redlock_async._engine import _resp
+    from redlock_async._engine.resp import _conn
 
     # node_timeout=0.5: node 0's connection is dropped only after 2 s of
     # silence, far beyond this test, even on a loaded machine.
@@ -336,7 +336,7 @@ async def test_commands_beyond_the_in_flight_bound_fail_at_once(
         await warm.release()
         conn = _connections(redlock)[0]
         assert conn is not None
-        monkeypatch.setattr(_resp, "MAX_PENDING", 6)
+        monkeypatch.setattr(_conn, "MAX_PENDING", 6)
         redis_nodes[0].pause()
         locks = [redlock.lock(f"job{i}", ttl=1.0, auto_extend=False) for i in range(10)]
         # One after another: the others answer each, node 0 answers none.

@@ -5,8 +5,9 @@ from __future__ import annotations
 import hiredis
 import pytest
 
-from redlock_async._engine import Script, _resp
+from redlock_async._engine import Script
 from redlock_async._engine._node import Arg, Command
+from redlock_async._engine.resp import _encode
 from redlock_async._scripts import ACQUIRE, FAIR_ACQUIRE, RELEASE
 
 
@@ -33,25 +34,25 @@ def test_encoding_matches_hiredis(
 ) -> None:
     for _ in range(2):  # the second time from the cached head
         command = Command(script, keys, args)
-        assert _resp._evalsha(command) == _reference(command)
+        assert _encode.evalsha(command) == _reference(command)
 
 
 def test_keys_given_as_a_list_are_encoded_too() -> None:
     command = Command(ACQUIRE, [b"redlock:{job}"], [b"t" * 40, 100])
-    assert _resp._evalsha(command) == _reference(command)
+    assert _encode.evalsha(command) == _reference(command)
 
 
 def test_the_caches_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_resp, "_CACHE_LIMIT", 8)
-    monkeypatch.setattr(_resp, "_HEADS", {})
-    monkeypatch.setattr(_resp, "_INTS", {})
+    monkeypatch.setattr(_encode, "CACHE_LIMIT", 8)
+    monkeypatch.setattr(_encode, "HEADS", {})
+    monkeypatch.setattr(_encode, "INTS", {})
     for i in range(50):
         command = Command(ACQUIRE, (b"redlock:{job%d}" % i,), (b"t" * 40, 1000 + i))
-        assert _resp._evalsha(command) == _reference(command)
-    assert len(_resp._HEADS) <= 8
-    assert len(_resp._INTS) <= 8
+        assert _encode.evalsha(command) == _reference(command)
+    assert len(_encode.HEADS) <= 8
+    assert len(_encode.INTS) <= 8
 
 
 def test_keys_that_are_not_bytes_take_hiredis_rules() -> None:
     command = Command(ACQUIRE, ("redlock:{job}",), (b"t" * 40, 100))  # type: ignore[arg-type]
-    assert _resp._evalsha(command) == _reference(command)
+    assert _encode.evalsha(command) == _reference(command)

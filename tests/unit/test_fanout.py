@@ -18,7 +18,8 @@ from redlock_async._config import RedlockConfig
 from redlock_async._engine import Engine
 from redlock_async._engine._node import Arg, Command, Sink
 from redlock_async._engine._quorum import PENDING, Quorum, Tally
-from redlock_async._errors import NodeConnectionError, NodeTimeoutError
+from redlock_async._engine._restarts import Restarts, TtlLedger
+from redlock_async._errors import NodeConnectionError, NodeResponseError, NodeTimeoutError
 from redlock_async._scripts import ACQUIRE, RELEASE
 
 from .._loops import LOOPS
@@ -32,6 +33,7 @@ class ScriptedNode:
         self.waiting: list[tuple[Sink, int]] = []
         self.stall_checks = 0
         self.wake_source = None
+        self.restarts: Restarts | None = None
         self.index = -1
 
     def bind(self, index: int) -> None:
@@ -97,6 +99,22 @@ async def test_silent_nodes_time_out_as_failed_votes() -> None:
     assert group[1].stall_checks == group[2].stall_checks == 1
     group[1].answer(1)  # a late reply is still recorded
     assert tally.replies[1] == 1
+
+
+async def test_the_tally_applies_restart_quarantine_to_granting_scripts_only() -> None:
+    # Drivers only report what they see of the server; the tally alone turns
+    # a watched node's yes into a failed vote, whichever driver it uses.
+    group = nodes(3)
+    blind = Restarts("n0", TtlLedger(), None)
+    blind.unknown("INFO refused")  # restarts cannot be seen: yes votes fail
+    group[0].restarts = blind
+    acquire = fanout(group)
+    group[0].answer(1)
+    assert isinstance(acquire.replies[0], NodeResponseError)
+    assert set(acquire.errors()) == {"n0"}
+    release = Quorum(group, 10.0).fanout(Command(RELEASE, [b"k"], [b"t"]))
+    group[0].answer(1)
+    assert release.replies[0] == 1  # not a grant: counted as given
 
 
 async def test_cleanup_waits_for_the_in_flight_command_on_unordered_nodes() -> None:

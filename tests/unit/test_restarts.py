@@ -92,7 +92,7 @@ def test_unknown_refuses_yes_votes_naming_the_permission() -> None:
     restarts.observe_fields(b"a" * 40, 50.0, now=0.0)
     cause = NodeResponseError(NOPERM)
     restarts.unknown(cause)
-    assert restarts.until  # drivers consult vote() only when this is truthy
+    assert restarts.until  # the tally consults vote() only when this is truthy
     refused = restarts.vote(1, now=1e9)  # for good, not for a while
     assert isinstance(refused, NodeResponseError)
     assert str(refused) == (

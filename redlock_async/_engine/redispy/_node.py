@@ -2,62 +2,25 @@
 
 Each command is a task; its outcome reaches the callback as a value. Pooled
 connections give no ordering between commands, so the quorum layer chains
-cleanup after in-flight commands itself (``ordered = False``).
+cleanup after in-flight commands itself (``ordered = False``). Exceptions are
+mapped in ``_errors.py``, wake-ups go through ``_pubsub.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 
 import redis.exceptions
 from redis.asyncio import Redis, RedisCluster
 
-from .._errors import NodeConnectionError, NodeError, NodeResponseError, NodeTimeoutError
-from ._node import SERVER_ID, Command, Reply, Sink, stall_limit, unsent
-from ._restarts import Restarts
+from ..._errors import NodeConnectionError, NodeResponseError
+from .._node import SERVER_ID, Command, Reply, Sink, stall_limit, unsent
+from .._restarts import Restarts
+from .._wake import Subscriber, WakeHub, WakeSource
+from ._errors import never_sent, translate
+from ._pubsub import RedisPySubscriber
 
-__all__ = ["RedisPyNode", "translate"]
-
-_log = logging.getLogger("redlock_async")
-
-
-# redis-py strips the error code from replies it maps to its own classes; put
-# it back, so messages read the same whichever driver served the node.
-_ERROR_CODES: tuple[tuple[type[Exception], str], ...] = (
-    (redis.exceptions.OutOfMemoryError, "OOM"),
-    (redis.exceptions.ReadOnlyError, "READONLY"),
-    (redis.exceptions.BusyLoadingError, "LOADING"),
-    (redis.exceptions.NoPermissionError, "NOPERM"),
-    (redis.exceptions.TryAgainError, "TRYAGAIN"),
-    (redis.exceptions.ClusterDownError, "CLUSTERDOWN"),
-    (redis.exceptions.MasterDownError, "MASTERDOWN"),
-)
-
-
-# How redis-py words a failure to connect ("Error 111 connecting to h:p."):
-# the command was never written.
-_CONNECTING = "connecting to"
-
-
-def translate(exc: BaseException, name: str) -> NodeError:
-    """Map a driver exception onto the library's tree (the one translation point)."""
-    if isinstance(exc, NodeError):
-        return exc
-    text = str(exc) or type(exc).__name__
-    for cls, code in _ERROR_CODES:
-        if isinstance(exc, cls):
-            return NodeResponseError(f"{code} {text}")
-    if isinstance(exc, redis.exceptions.TimeoutError | TimeoutError):
-        return NodeTimeoutError(f"{name}: {text}")
-    if isinstance(exc, redis.exceptions.ConnectionError | OSError):
-        return NodeConnectionError(f"{name}: {text}")
-    if isinstance(exc, RuntimeError) and "handler is closed" in text:
-        # uvloop's word for writing to a connection that is gone.
-        return NodeConnectionError(f"{name}: {text}")
-    if isinstance(exc, redis.exceptions.ResponseError):
-        return NodeResponseError(text)
-    return NodeError(f"{name}: {type(exc).__name__}: {text}")
+__all__ = ["RedisPyNode"]
 
 
 class RedisPyNode:
@@ -72,7 +35,7 @@ class RedisPyNode:
         name: str,
         node_timeout: float,
         owned: bool,
-        restarts: Restarts | None = None,
+        restarts: Restarts,
     ) -> None:
         self._client = client
         self._name = name
@@ -82,8 +45,9 @@ class RedisPyNode:
         self._stall = stall_limit(node_timeout)
         self._tasks: set[asyncio.Task[object]] = set()
         self._index = 0  # position among the Redlock's nodes (bind)
-        # Plain clients are asked for their run_id with each granting script;
-        # a cluster's INFO would answer for an arbitrary shard, so not there.
+        # Plain clients are asked for their run_id with each granting script
+        # (see _run_watched); a cluster's INFO would answer for an arbitrary
+        # shard, so not there.
         self.restarts = restarts if isinstance(client, Redis) else None
 
     @property
@@ -91,8 +55,11 @@ class RedisPyNode:
         return self._name
 
     @property
-    def wake_source(self) -> Redis | RedisCluster:
-        return self._client  # subscribes through the client's own pub/sub
+    def wake_source(self) -> WakeSource:
+        return self._subscriber
+
+    def _subscriber(self, hub: WakeHub) -> Subscriber:
+        return RedisPySubscriber(hub, self._client, self._name)  # the client's own pub/sub
 
     def __repr__(self) -> str:
         return f"RedisPyNode({self._name!r})"
@@ -113,15 +80,11 @@ class RedisPyNode:
             exc = task.exception()
             if exc is not None:
                 error = translate(exc, self._name)
-                if isinstance(exc, redis.exceptions.ConnectionError) and _CONNECTING in str(exc):
+                if never_sent(exc):
                     error = unsent(error)  # refused at connect: never written
                 sink.settle(index, error)
                 return
-            reply = _reply(task.result())
-            restarts = self.restarts
-            if restarts is not None and restarts.until and command.script.grants:
-                reply = restarts.vote(reply, asyncio.get_running_loop().time())
-            sink.settle(index, reply)
+            sink.settle(index, _reply(task.result()))
 
         task.add_done_callback(done)
 

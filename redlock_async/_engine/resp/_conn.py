@@ -1,0 +1,216 @@
+"""One RESP connection of the lean driver: auto-pipelined writes, FIFO replies.
+
+Every command queued during one event-loop iteration, by any task, leaves in
+one write (one syscall) per node; replies are parsed by hiredis and matched
+to their commands in order. What waits for a reply is a :class:`Sink` (a
+fan-out's tally is its own entry on every node, so queueing a command
+allocates nothing). A connection that leaves every command unanswered for
+the node's stall limit is dropped (``check_stall``). The connection knows
+nothing of scripts or votes: error replies and the loss of the connection go
+to its owner, the node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from typing import Protocol, cast
+
+import hiredis
+
+from ..._errors import NodeConnectionError, NodeError, NodeResponseError, NodeTimeoutError
+from .._node import Sink, unsent
+
+__all__ = ["MAX_PENDING", "Conn", "Owner"]
+
+_log = logging.getLogger("redlock_async")
+
+# Commands one node may have queued (awaiting a reply or a connection) before
+# new ones fail: a bound on memory if replies stop coming. Checked once per
+# write (see Conn.flush), not per command.
+MAX_PENDING = 65_536
+
+# How long the stall check waits for its second look (see Conn.check_stall).
+_SECOND_LOOK = 0.001
+
+_ReplyError = hiredis.ReplyError
+
+
+class Owner(Protocol):
+    """What a connection reports to: its node."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def index(self) -> int:
+        """The node's position among the Redlock's nodes: the index of its outcomes."""
+        ...
+
+    def error_reply(self, message: str, entry: Sink) -> None:
+        """The server answered ``entry``'s command with an error."""
+        ...
+
+    def forget(self, conn: Conn, error: NodeError | None, *, unanswered: bool = False) -> NodeError:
+        """Stop using ``conn`` (aborted with ``error``, or lost: None), with
+        commands left ``unanswered`` or not; returns what they fail with."""
+        ...
+
+
+class Conn(asyncio.Protocol):
+    """One connection: writes are coalesced per loop iteration, replies matched FIFO."""
+
+    answered = False  # its handshake PING was answered (see Handshake, RespNode.forget)
+    error: NodeError | None = None  # why it was aborted, if it was
+
+    def __init__(self, node: Owner, loop: asyncio.AbstractEventLoop) -> None:
+        self.node = node
+        self.loop = loop
+        self.reader = hiredis.Reader()
+        self.pending: deque[Sink] = deque()
+        self.transport: asyncio.Transport | None = None
+        self.out: list[bytes] = []
+        self.busy_since = 0.0  # last reply, or when the oldest unanswered command was queued/sent
+        self.suspect = False  # a stall check is waiting for one more look at the socket
+        self.reloading = 0  # SCRIPT LOADs in flight after a NOSCRIPT (see RespNode.error_reply)
+        self.closed: asyncio.Future[None] = loop.create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # A stream connection's transport: read and written, never checked.
+        # Not isinstance: uvloop's transports (uvicorn[standard] runs apps
+        # on uvloop) have asyncio.Transport's methods but not its class.
+        self.transport = cast(asyncio.Transport, transport)
+
+    def send(self, payload: bytes, entry: Sink) -> None:
+        pending = self.pending
+        if not pending:
+            self.busy_since = self.loop.time()
+        pending.append(entry)
+        out = self.out
+        if not out:
+            # Auto-pipelining: every command queued during this loop iteration,
+            # by any task, leaves in one write (one syscall) per node.
+            self.loop.call_soon(self.flush)
+        out.append(payload)
+
+    def flush(self) -> None:
+        out = self.out
+        if len(self.pending) > MAX_PENDING:
+            self._shed(len(self.pending) - MAX_PENDING)
+        if self.transport is not None and out:
+            if len(out) == len(self.pending):
+                # Nothing of ours was on the wire yet: the node's silence starts
+                # now, not when the commands were queued - our own loop may have
+                # stalled in between, and that is not the node's fault.
+                self.busy_since = self.loop.time()
+            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+        out.clear()
+
+    def _shed(self, excess: int) -> None:
+        """Fail the newest unsent commands beyond MAX_PENDING (a node that stopped answering).
+
+        Only unsent ones can be over the bound (what was written stayed within
+        it), so each has its payload at the end of ``out``.
+        """
+        error = unsent(NodeConnectionError(f"{self.node.name}: too many commands in flight"))
+        index = self.node.index
+        for _ in range(min(excess, len(self.out))):
+            self.out.pop()
+            self.pending.pop().settle(index, error)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self._replies(data)
+        except hiredis.ProtocolError:
+            # Not a Redis server (an HTTP port, say): one clear error for
+            # every command on it, and the node backs off (RespNode.forget),
+            # rather than a traceback and a reconnect per command.
+            name = self.node.name
+            self.abort(
+                NodeResponseError(
+                    f"{name} does not speak the Redis protocol (is it a Redis server?)"
+                )
+            )
+
+    def _replies(self, data: bytes) -> None:
+        reader = self.reader
+        popleft = self.pending.popleft
+        node = self.node
+        index = node.index
+        reader.feed(data)
+        gets = reader.gets
+        while (reply := gets()) is not False:
+            try:
+                entry = popleft()
+            except IndexError:
+                self.abort(NodeResponseError(f"{node.name} sent an unsolicited reply"))
+                return
+            try:
+                if type(reply) is _ReplyError:
+                    node.error_reply(str(reply), entry)
+                else:
+                    entry.settle(index, reply)
+            except Exception:  # a bug in a sink must not desynchronise the stream
+                _log.exception("redlock_async: handling a reply from %s failed", node.name)
+        self.busy_since = self.loop.time()
+
+    def abort(self, error: NodeError) -> None:
+        self.error = error
+        self.node.forget(self, error)
+        if self.transport is not None:
+            self.transport.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        never_written = len(self.out)  # the newest entries: their payloads are in out
+        self.out.clear()
+        pending, self.pending = self.pending, deque()
+        # Commands unanswered: the server may still run what it had read (a
+        # paused node reads it when it resumes), see RespNode.connect.
+        error = self.node.forget(self, None, unanswered=bool(pending))
+        index = self.node.index
+        written = len(pending) - never_written
+        for position, entry in enumerate(pending):
+            entry.settle(index, error if position < written else unsent(error))
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def check_stall(self, limit: float) -> None:
+        """A command outlived node_timeout: drop the connection if silent for ``limit`` s."""
+        if not self.pending or self.suspect:
+            return
+        loop = self.loop
+        if loop.time() - self.busy_since > limit:
+            # Look once more after the loop has polled its sockets: if our own
+            # loop was blocked, the replies may be sitting there unread. A
+            # timer due in a millisecond runs after the next poll's I/O
+            # callbacks on every loop; one due now would not on uvloop, which
+            # runs it like call_soon, before its poll.
+            self.suspect = True
+            loop.call_later(_SECOND_LOOK, self._confirm_stall, self.busy_since)
+
+    def _confirm_stall(self, since: float) -> None:
+        self.suspect = False
+        if self.transport is None or self.error is not None:
+            return  # the connection is gone already
+        if not self.pending or self.busy_since != since:
+            return  # replies came
+        silent = self.loop.time() - since
+        name = self.node.name
+        _log.warning(
+            "redlock_async: %s answered nothing for %.2fs; dropping its connection", name, silent
+        )
+        self.abort(NodeTimeoutError(f"{name} answered nothing for {silent:.2f}s"))
+
+    async def aclose(self, error: NodeError) -> None:
+        """Close gracefully: what is queued goes out first; aborted with ``error`` after 1 s."""
+        if self.transport is None:
+            return
+        self.flush()  # fire-and-forget cleanups queued this iteration go out first
+        self.transport.close()
+        try:
+            async with asyncio.timeout(1.0):
+                await asyncio.shield(self.closed)
+        except TimeoutError:
+            self.abort(error)

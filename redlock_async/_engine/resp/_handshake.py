@@ -1,0 +1,106 @@
+"""What a new lean connection sends first: AUTH, SELECT, SCRIPT LOAD, PING, INFO.
+
+The PING's answer tells the node the connection works (its reconnect backoff
+resets). ``INFO server`` says who the server is: its run id and uptime go to
+the node's restart watch, which the engine consults for every granting vote
+(``_restarts.py``). A refused INFO (an ACL without ``+info``) is reported as
+unknown - restarts go unseen, so the node's yes votes stop counting - and
+asked again every ``INFO_RETRY`` seconds while the connection lives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+
+from ..._address import Address
+from ..._errors import NodeConnectionError, NodeError, NodeResponseError
+from .._node import Command, Reply, Script
+from .._restarts import Restarts
+from ._conn import Conn
+from ._encode import pack
+
+__all__ = ["INFO_RETRY", "Handshake"]
+
+_log = logging.getLogger("redlock_async")
+
+# Seconds between INFO retries on a connection whose INFO was refused.
+INFO_RETRY = 1.0
+
+
+class _Step:
+    """The entry of one handshake command."""
+
+    __slots__ = ("handshake", "step")
+    command: Command | None = None
+
+    def __init__(self, handshake: Handshake, step: int) -> None:
+        self.handshake = handshake
+        self.step = step
+
+    def settle(self, index: int, reply: Reply) -> None:
+        self.handshake.settle(self.step, reply)
+
+
+class Handshake:
+    """The first commands of one connection, and what their replies mean."""
+
+    AUTH, SELECT, SCRIPT, PING, INFO = range(5)
+
+    def __init__(
+        self, conn: Conn, name: str, restarts: Restarts, on_answer: Callable[[], None]
+    ) -> None:
+        self.conn = conn
+        self.name = name
+        self.restarts = restarts
+        self.on_answer = on_answer  # the server answered the PING: a healthy connection
+        # Done once the server answered the PING (or the connection failed).
+        self.pinged: asyncio.Future[None] = conn.loop.create_future()
+
+    def start(self, address: Address, scripts: Sequence[Script]) -> None:
+        """Queue the handshake on the connection, ahead of any command."""
+        if address.password is not None:
+            auth: tuple[object, ...] = (b"AUTH", address.password)
+            if address.username is not None:
+                auth = (b"AUTH", address.username, address.password)
+            self._send(pack(auth), self.AUTH)
+        if address.db:
+            self._send(pack((b"SELECT", address.db)), self.SELECT)
+        for script in scripts:
+            self._send(pack((b"SCRIPT", b"LOAD", script.source)), self.SCRIPT)
+        self._send(pack((b"PING",)), self.PING)
+        # Who is this server? A new run_id means it restarted (maybe empty).
+        self._send(pack((b"INFO", b"server")), self.INFO)
+
+    def _send(self, payload: bytes, step: int) -> None:
+        self.conn.send(payload, _Step(self, step))
+
+    def settle(self, step: int, reply: Reply) -> None:
+        conn = self.conn
+        if step in (self.AUTH, self.SELECT) and isinstance(reply, NodeResponseError):
+            what = "AUTH" if step == self.AUTH else "SELECT"
+            _log.warning("redlock_async: %s failed on %s: %s", what, self.name, reply)
+            conn.abort(NodeConnectionError(f"{what} failed on {self.name}: {reply}"))
+        elif step == self.SCRIPT and isinstance(reply, NodeError):
+            _log.debug("redlock_async: SCRIPT LOAD failed on %s: %s", self.name, reply)
+        elif step == self.PING:
+            if not isinstance(reply, NodeError):
+                self.on_answer()
+                conn.answered = True
+            if not self.pinged.done():
+                self.pinged.set_result(None)
+        elif step == self.INFO and isinstance(reply, bytes):
+            self.restarts.observe(reply, conn.loop.time())
+        elif step == self.INFO and isinstance(reply, NodeResponseError):
+            # Refused (an ACL without +info): restarts go unseen, so fail closed.
+            # Reported before any reply queued behind it is judged. Asked again
+            # while the connection lives: a fixed ACL (or a BUSY server done)
+            # makes the node count again without waiting for a reconnect.
+            self.restarts.unknown(reply)
+            conn.loop.call_later(INFO_RETRY, self._ask_info)
+
+    def _ask_info(self) -> None:
+        conn = self.conn
+        if conn.transport is not None and conn.error is None:  # still the node's connection
+            self._send(pack((b"INFO", b"server")), self.INFO)
