@@ -12,10 +12,10 @@ Everything that makes it fast (cached loops, hand-built EVALSHA heads,
 pipelined writes, the deadline queue) stays behind these names.
 """
 
-from ._engine import Engine, TokenPool, new_token
+from ._engine import Engine, TokenPool
 from ._node import SERVER_ID, Command, Node, Reply, Script, Unsent, stall_limit
-from ._quorum import Tally, is_yes, outcome, quorum_of
 from ._restarts import TtlLedger
+from ._tally import Tally, is_yes, quorum_of
 from ._wake import Subscription
 
 __all__ = [
@@ -31,8 +31,6 @@ __all__ = [
     "TtlLedger",
     "Unsent",
     "is_yes",
-    "new_token",
-    "outcome",
     "quorum_of",
     "stall_limit",
 ]

@@ -19,11 +19,12 @@ from collections.abc import Callable, Sequence
 from .._config import RedlockConfig
 from .._errors import RedlockError
 from ._node import Command, Node, Unsent
-from ._quorum import Quorum, Tally, quorum_of
+from ._quorum import Quorum
 from ._restarts import TtlLedger
+from ._tally import Tally, quorum_of
 from ._wake import WakeHub
 
-__all__ = ["Engine", "TokenPool", "new_token"]
+__all__ = ["Engine", "TokenPool"]
 
 
 _TOKEN_BYTES = 20
@@ -58,11 +59,6 @@ class TokenPool:
             offset = 0
         self.offset = offset + 2 * _TOKEN_BYTES
         return self.buffer[offset : offset + 2 * _TOKEN_BYTES]
-
-
-def new_token() -> bytes:
-    """One token, not pooled (for callers outside a Redlock)."""
-    return hexlify(secrets.token_bytes(_TOKEN_BYTES))
 
 
 class Engine:

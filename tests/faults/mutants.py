@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 
 from redlock_async import _acquire, _commands, _rwlock, _scripts
-from redlock_async._engine import Script, _engine, _quorum
+from redlock_async._engine import Script, _engine, _tally
 
 __all__ = ["MUTANTS", "apply"]
 
@@ -25,14 +25,14 @@ def _script(name: str, source: str, *, grants: bool = False) -> Script:
 
 def _quorum_of_half() -> None:
     # A "majority" of N // 2: two disjoint halves can both win.
-    original = _quorum.Tally.__init__
+    original = _tally.Tally.__init__
 
-    def init(self: _quorum.Tally, *args: object, **kwargs: object) -> None:
+    def init(self: _tally.Tally, *args: object, **kwargs: object) -> None:
         original(self, *args, **kwargs)  # type: ignore[arg-type]
         self.quorum = self._yes_short = max(1, self.n // 2)
         self._no_short = self.n - self.quorum + 1
 
-    _quorum.Tally.__init__ = init  # type: ignore[method-assign]
+    _tally.Tally.__init__ = init  # type: ignore[method-assign]
 
 
 def _set(module: object, name: str, value: object) -> None:
@@ -92,9 +92,9 @@ def _wall_clock() -> None:
 
 def _fence_without_write_back() -> None:
     async def fence(
-        engine: object, commands: object, tally: _quorum.Tally, token: bytes
+        engine: object, commands: object, tally: _tally.Tally, token: bytes
     ) -> tuple[int, None]:
-        values = [r for r in tally.replies if _quorum.is_yes(r)]
+        values = [r for r in tally.replies if _tally.is_yes(r)]
         return max(values), None  # type: ignore[type-var, return-value]
 
     _set(_acquire, "_fence", fence)

@@ -3,8 +3,9 @@
 The nodes are dicts with per-key expiry times on their own virtual clocks,
 each running at a rate within the drift bound; clients reach random subsets
 of them with random latencies, and nodes crash and come back empty. The
-library's own pure pieces decide every vote (``outcome``, ``quorum_of``,
-``is_yes``) and every validity (``validity``, ``drift``). Whenever a client is
+library's own pieces decide every vote (its ``Tally``, through
+tests/_tally.py; ``quorum_of``, ``is_yes``) and every validity (``validity``,
+``drift``). Whenever a client is
 granted, no other client may still hold a valid grant on that key.
 
 Variants with one assumption broken (half-quorum, clocks drifting past the
@@ -31,9 +32,10 @@ from hypothesis.stateful import (
 )
 
 from redlock_async._config import RedlockConfig
-from redlock_async._engine._quorum import is_yes, outcome, quorum_of
+from redlock_async._engine._tally import is_yes, quorum_of
 from redlock_async._timing import drift, validity
 
+from .._tally import decide
 from .checkers import mutual_exclusion
 from .history import Event
 
@@ -159,7 +161,7 @@ class RedlockModel(RuleBasedStateMachine):
     restart_after = MAX_TTL
 
     def decide(self, yes: int, no: int, failed: int, n: int) -> bool | None:
-        return outcome(yes, no, failed, n)
+        return decide(yes, no, failed, n)
 
     def __init__(self) -> None:
         super().__init__()
@@ -500,7 +502,7 @@ def test_the_model_uses_the_library_rules() -> None:
     # The model's arithmetic is the library's: a strict majority, and a
     # margin that covers the drift the model allows.
     assert [quorum_of(n) for n in (3, 4, 5)] == [2, 3, 3]
-    assert all(outcome(quorum_of(n), 0, 0, n) for n in (3, 4, 5))
+    assert all(decide(quorum_of(n), 0, 0, n) for n in (3, 4, 5))
     ttl = MAX_TTL
     assert ttl / (1 + RedlockModel.node_drift) >= ttl - drift(ttl, DRIFT_FACTOR)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from redlock_async import NodeConnectionError, NodeError, NodeResponseError
-from redlock_async._engine._quorum import PENDING
+from redlock_async._engine._tally import PENDING
 from redlock_async.testing import AclUser, RedisNode, RedisNodes
 
 from ..conftest import MakeRedlock, eventually, no_keys_left

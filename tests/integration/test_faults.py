@@ -16,7 +16,7 @@ from redlock_async import (
     NodeTimeoutError,
     Redlock,
 )
-from redlock_async._engine._quorum import PENDING
+from redlock_async._engine._tally import PENDING
 from redlock_async._scripts import ALL_SCRIPTS, STATUS
 from redlock_async.testing import RedisNodes
 

@@ -15,7 +15,7 @@ from redlock_async import (
     Redlock,
     RedlockError,
 )
-from redlock_async._engine._quorum import PENDING
+from redlock_async._engine._tally import PENDING
 from redlock_async._lock import Lock
 from redlock_async.testing import RedisNode, RedisNodes
 

@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from redlock_async import NodeConnectionError, NodeError, Redlock
-from redlock_async._engine._quorum import PENDING
+from redlock_async._engine._tally import PENDING
 from redlock_async.testing import RedisNode, RedisNodes
 
 from ..conftest import MakeRedlock, eventually, no_keys_left, settle

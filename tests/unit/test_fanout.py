@@ -17,8 +17,9 @@ import pytest
 from redlock_async._config import RedlockConfig
 from redlock_async._engine import Engine
 from redlock_async._engine._node import Arg, Command, Sink
-from redlock_async._engine._quorum import PENDING, Quorum, Tally
+from redlock_async._engine._quorum import Quorum
 from redlock_async._engine._restarts import Restarts, TtlLedger
+from redlock_async._engine._tally import PENDING, Tally
 from redlock_async._errors import NodeConnectionError, NodeResponseError, NodeTimeoutError
 from redlock_async._scripts import ACQUIRE, RELEASE
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 
-from redlock_async._engine import TokenPool, new_token
+from redlock_async._engine import TokenPool
 
 
 def test_tokens_are_40_hex_characters_and_unique() -> None:
@@ -13,7 +13,6 @@ def test_tokens_are_40_hex_characters_and_unique() -> None:
     tokens = [pool() for _ in range(1000)]  # several refills of the pool
     assert all(re.fullmatch(rb"[0-9a-f]{40}", t) for t in tokens)
     assert len(set(tokens)) == len(tokens)
-    assert re.fullmatch(rb"[0-9a-f]{40}", new_token())
 
 
 def test_two_pools_do_not_share_bytes() -> None:

@@ -1,0 +1,114 @@
+"""Cleanups resent to nodes whose connection failed under them.
+
+A release whose connection broke (a killed connection, a node that
+restarted, a stall that dropped it) may never have run, and its key would
+then block everyone for a whole ttl. Releases are compare-and-delete, safe
+to repeat: they are sent again, with backoff, until the key would have
+expired anyway (``tally.resend_until``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Protocol
+
+from .._errors import NodeConnectionError, NodeError, NodeTimeoutError
+from ._backoff import Backoff
+from ._node import Command, Node, Reply, Unsent
+from ._tally import Tally
+
+__all__ = ["RESEND_FIRST", "RESEND_MAX", "Resend", "Resending", "failed_with_connection", "resend"]
+
+_log = logging.getLogger("redlock_async")
+
+
+class Resending(Protocol):
+    """The quorum, as resends see it: whether it closed, and its pending timers."""
+
+    closed: bool
+    resends: set[asyncio.TimerHandle]
+
+
+# Per-node resends of a cleanup: first after 50 ms, doubling up to 1 s.
+RESEND_FIRST = 0.05
+RESEND_MAX = 1.0
+
+
+class Resend:
+    """Sends a cleanup (a compare-and-delete: safe to repeat) to one node again.
+
+    A release whose connection broke (a killed connection, a node that
+    restarted, a stall that dropped it) may never have run, and its key
+    would then block everyone for a whole ttl. Resent after a backoff, on a
+    new connection, until ``until``; its outcome is only logged.
+    """
+
+    __slots__ = ("backoff", "command", "group", "handle", "index", "node", "until")
+
+    def __init__(
+        self, group: Resending, node: Node, index: int, command: Command, until: float
+    ) -> None:
+        self.group = group
+        self.node = node
+        self.index = index
+        self.command = command
+        self.until = until
+        self.backoff = Backoff(RESEND_FIRST, RESEND_MAX)
+        self.handle: asyncio.TimerHandle | None = None
+
+    def schedule(self) -> None:
+        group = self.group
+        if group.closed:
+            return  # aclose(): what was not delivered by now expires with its ttl
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # the loop is gone: the key expires with its ttl
+        delay = self.backoff.fail()
+        if time.monotonic() + delay < self.until:
+            # Kept by the quorum, so that closing cancels it: a resend firing
+            # after aclose() would open a new connection on a closing loop.
+            self.handle = loop.call_later(delay, self._fire)
+            group.resends.add(self.handle)
+
+    def _fire(self) -> None:
+        group = self.group
+        if self.handle is not None:
+            group.resends.discard(self.handle)
+        if not group.closed:
+            self.node.run(self.command, self)
+
+    def settle(self, index: int, reply: Reply) -> None:
+        # Once resending, a resend that could not even be written (the node
+        # still down) does not end the chain: the original may still run.
+        if failed_with_connection(self.node, reply):
+            self.schedule()
+        else:
+            _log.debug("redlock_async: %s resent to %s: %r", self.command, self.node.name, reply)
+
+
+def failed_with_connection(node: Node, reply: Reply) -> bool:
+    """Did the command fail with its connection (so it may not have run)?
+
+    A timeout counts on ordered nodes only: there it means the stall detector
+    dropped the connection. Through redis-py a timeout leaves the command
+    running on a pooled connection, and resending to a node that is not
+    answering only piles up connections.
+    """
+    if isinstance(reply, NodeConnectionError):
+        return True
+    return isinstance(reply, NodeTimeoutError) and node.ordered
+
+
+def resend(group: Resending, tally: Tally, index: int, reply: NodeError) -> None:
+    """Node ``index`` failed ``tally``'s cleanup: resend it while that may help."""
+    node = tally.nodes[index]
+    # A command never written (node down, backing off) needs no resend: what
+    # it cleans up was never written there either, or was cleaned up by the
+    # chain of the command that was.
+    if isinstance(reply, Unsent):
+        return
+    if tally.command is not None and failed_with_connection(node, reply):
+        Resend(group, node, index, tally.command, tally.resend_until).schedule()

@@ -1,0 +1,202 @@
+"""The votes of one fan-out, and the decision drawn from them.
+
+Every node's outcome - reply, error reply, broken connection, timeout - is
+recorded as a value (nothing raises mid-flight). ``tally.decided`` completes
+as soon as the outcome is known: a quorum of yes votes, or so many refusals
+and failures that a quorum is out of reach, or ``node_timeout`` has passed.
+Late replies are still recorded, and callers may chain work after them
+(:meth:`Tally.when_settled`): that is how cleanup reaches nodes whose reply
+has not arrived yet. The restart quarantine is applied here, once, for
+every driver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Protocol
+
+from .._errors import NodeError, NodeTimeoutError
+from ._node import Command, Node, Reply
+
+__all__ = ["PENDING", "SKIPPED", "Group", "Tally", "is_yes", "quorum_of"]
+
+
+class Group(Protocol):
+    """What a tally needs of the fan-out that made it (a ``Quorum``)."""
+
+    nodes: tuple[Node, ...]
+    n: int
+    need: int
+    node_timeout: float
+
+    def resend(self, tally: Tally, index: int, reply: NodeError) -> None:
+        """Node ``index`` failed ``tally``'s command: send it again if that may help."""
+        ...
+
+
+class _Pending:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "PENDING"
+
+
+PENDING = _Pending()
+"""Marks a node whose reply has not arrived."""
+
+SKIPPED = NodeError("not sent")
+"""What a node left out of a fan-out (``only=``) settles with."""
+
+
+def quorum_of(n: int) -> int:
+    """Votes needed among ``n`` nodes: a strict majority."""
+    return n // 2 + 1
+
+
+def is_yes(reply: Reply | _Pending) -> bool:
+    """Every script answers a positive integer for "done" and 0 for "refused"."""
+    return type(reply) is int and reply > 0
+
+
+class Tally:
+    """Per-node outcomes of one fan-out, and the decision drawn from them."""
+
+    __slots__ = (
+        "_no_short",
+        "_waiters",
+        "_yes_short",
+        "command",
+        "deadline",
+        "decided",
+        "due",
+        "expired",
+        "group",
+        "missing",
+        "n",
+        "no",
+        "quorum",
+        "replies",
+        "resend_until",
+    )
+
+    def __init__(
+        self,
+        group: Group,
+        command: Command,
+        decided: asyncio.Future[bool],
+        deadline: float,
+    ) -> None:
+        self.group = group  # the nodes, and their node_timeout
+        self.command: Command | None = command  # what every node was sent (until all answered)
+        self.n = self.missing = n = group.n
+        self.quorum = self._yes_short = need = group.need  # yes votes still needed
+        self._no_short = n - need + 1  # refusals and failures that rule a quorum out
+        self.deadline = deadline
+        self.replies: list[Reply | _Pending] = [PENDING] * n
+        self.no = 0
+        self.expired = False  # node_timeout passed with replies missing
+        self.decided = decided
+        self._waiters: dict[int, list[Callable[[Reply], None]]] | None = None
+        # The deadline queue holding this tally until every node answered.
+        self.due: dict[Tally, None] | None = None
+        # Cleanups (releases) set this: a node whose connection failed gets
+        # the command again, with backoff, until this monotonic time (when
+        # the key it cleans up has expired anyway). 0: never resent.
+        self.resend_until = 0.0
+
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        return self.group.nodes
+
+    def settle(self, index: int, reply: Reply) -> None:
+        """Record node ``index``'s outcome (what every node driver calls).
+
+        This runs once per node per fan-out, hence the countdowns: each
+        decision is one decrement and one truth test.
+        """
+        replies = self.replies
+        if replies[index] is not PENDING:
+            return  # never count a node twice
+        command = self.command
+        if command is not None and command.grants:
+            # Restart quarantine, applied here for every driver (_restarts.py):
+            # a restarted or unwatchable node's yes to a granting script fails.
+            watch = self.group.nodes[index].restarts
+            if watch is not None and watch.until:
+                reply = watch.vote(reply, asyncio.get_running_loop().time())
+        replies[index] = reply
+        if reply == 1 or (type(reply) is int and reply > 0):  # 1: the usual yes, first
+            self._yes_short -= 1
+            if not self._yes_short and not self.decided.done():
+                self.decided.set_result(True)
+        else:
+            if not isinstance(reply, NodeError):
+                self.no += 1  # a refusal (failures are counted from replies)
+            elif self.resend_until and self.command is not None:
+                self.group.resend(self, index, reply)
+            self._no_short -= 1
+            if not self._no_short and not self.decided.done():
+                self.decided.set_result(False)
+        self.missing -= 1
+        if not self.missing:
+            # Every node is done with the command; a grant keeps its acquire
+            # tally for as long as it is held, and need not keep this too.
+            self.command = None
+            if self.due is not None:
+                # Leave the deadline queue at once: a tally held there until its
+                # deadline outlives a young-generation GC pass and costs a full
+                # collection later, on the hot path.
+                del self.due[self]
+                self.due = None
+        if self._waiters is not None:
+            for then in self._waiters.pop(index, ()):
+                then(reply)
+
+    @property
+    def yes(self) -> int:
+        """Yes votes so far."""
+        return self.quorum - self._yes_short
+
+    @property
+    def settled(self) -> int:
+        """Nodes that answered (or failed) so far."""
+        return self.n - self.missing
+
+    def expire(self) -> None:
+        """node_timeout has passed: silent nodes are failed votes from now on."""
+        if self.settled == self.n:
+            return
+        self.expired = True
+        for node, reply in zip(self.nodes, self.replies, strict=True):
+            if reply is PENDING:
+                node.check_stall()
+        if not self.decided.done():
+            self.decided.set_result(self.yes >= self.quorum)
+
+    def when_settled(self, index: int, then: Callable[[Reply], None]) -> None:
+        """Run ``then(reply)`` once node ``index`` has answered (now if it has)."""
+        reply = self.replies[index]
+        if reply is not PENDING:
+            then(reply)  # type: ignore[arg-type]
+            return
+        if self._waiters is None:
+            self._waiters = {}
+        self._waiters.setdefault(index, []).append(then)
+
+    def abandon(self) -> None:
+        """The caller stopped waiting (cancelled): decide now, as a failure."""
+        if not self.decided.done():
+            self.decided.set_result(False)
+
+    def errors(self) -> dict[str, NodeError]:
+        """Each failed node's error; once node_timeout passed, silent nodes count too."""
+        result: dict[str, NodeError] = {}
+        for node, reply in zip(self.nodes, self.replies, strict=True):
+            if reply is PENDING and self.expired:
+                result[node.name] = NodeTimeoutError(
+                    f"{node.name}: no reply within node_timeout={self.group.node_timeout}s"
+                )
+            elif isinstance(reply, NodeError) and reply is not SKIPPED:
+                result[node.name] = reply
+        return result

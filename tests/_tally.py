@@ -1,0 +1,50 @@
+"""Drive the library's real ``Tally`` by hand: the vote counting that runs, without nodes.
+
+Tests of vote counting (tests/unit/test_votes.py) and the virtual-time model
+of Redlock (tests/faults/test_model.py) decide votes with this, so what they
+check is ``Tally.settle`` itself, not a copy of its rule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from redlock_async._engine import Command, Node, Tally, quorum_of
+from redlock_async._errors import NodeConnectionError, NodeError
+from redlock_async._scripts import RELEASE
+
+__all__ = ["decide", "tally_of"]
+
+
+class _Group:
+    """The fan-out side of a tally, with nothing behind it (no nodes, no resends)."""
+
+    def __init__(self, n: int) -> None:
+        self.nodes: tuple[Node, ...] = ()
+        self.n = n
+        self.need = quorum_of(n)
+        self.node_timeout = 1.0
+
+    def resend(self, tally: Tally, index: int, reply: NodeError) -> None:
+        raise AssertionError("a plain command is never resent")
+
+
+_LOOP = asyncio.new_event_loop()  # futures need a loop; it never runs
+
+
+def tally_of(n: int) -> Tally:
+    """A fresh tally of a non-granting command over ``n`` nodes."""
+    command = Command(RELEASE, (b"k",), (b"t",))
+    return Tally(_Group(n), command, _LOOP.create_future(), 0.0)
+
+
+def decide(yes: int, no: int, failed: int, n: int) -> bool | None:
+    """What a tally decides after ``yes`` yes votes, ``no`` refusals and ``failed``
+    errors out of ``n`` (in that order): True, False, or None while undecided."""
+    tally = tally_of(n)
+    index = 0
+    for reply, count in ((1, yes), (0, no), (NodeConnectionError("down"), failed)):
+        for _ in range(count):
+            tally.settle(index, reply)
+            index += 1
+    return tally.decided.result() if tally.decided.done() else None
