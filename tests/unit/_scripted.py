@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar, Unpack, cast
 
@@ -54,6 +54,8 @@ __all__ = [
     "VirtualClock",
     "VirtualTimeLoop",
     "run",
+    "scripted_nodes",
+    "sequence",
 ]
 
 T = TypeVar("T")
@@ -292,7 +294,11 @@ class Cluster:
         self.config = RedlockConfig(**config)
         self.tokens = Tokens()
         self.engine = Engine(
-            self.nodes, self.config, clock=self.clock, token_factory=self.tokens, rng=random.Random(0)
+            self.nodes,
+            self.config,
+            clock=self.clock,
+            token_factory=self.tokens,
+            rng=random.Random(0),
         )
         self.holdings = Holdings(self.engine)
 
@@ -343,11 +349,3 @@ def sequence(*answers: Answer) -> Callable[[Sent], Answer]:
         return queue.pop(0) if len(queue) > 1 else queue[0]
 
     return next_answer
-
-
-def names(nodes: Iterable[ScriptedNode]) -> list[str]:
-    return [node.name for node in nodes]
-
-
-def first(items: Sequence[T]) -> T:
-    return items[0]

@@ -16,47 +16,17 @@ import pytest
 
 from redlock_async._config import RedlockConfig
 from redlock_async._engine import Engine
-from redlock_async._engine._node import Arg, Command, Sink
+from redlock_async._engine._node import Command
 from redlock_async._engine._quorum import PENDING, Quorum, Tally
 from redlock_async._errors import NodeConnectionError, NodeTimeoutError
 from redlock_async._scripts import ACQUIRE, RELEASE
 
 from .._loops import LOOPS
-
-
-class ScriptedNode:
-    def __init__(self, name: str, *, ordered: bool = True) -> None:
-        self.name = name
-        self.ordered = ordered
-        self.sent: list[tuple[str, tuple[Arg, ...]]] = []
-        self.waiting: list[tuple[Sink, int]] = []
-        self.stall_checks = 0
-        self.wake_source = None
-        self.index = -1
-
-    def bind(self, index: int) -> None:
-        self.index = index
-
-    def run(self, command: Command, sink: Sink) -> None:
-        self.sent.append((command.script.name, tuple(command.args)))
-        self.waiting.append((sink, self.index))
-
-    def answer(self, reply: int | NodeConnectionError) -> None:
-        sink, index = self.waiting.pop(0)
-        sink.settle(index, reply)
-
-    def check_stall(self) -> None:
-        self.stall_checks += 1
-
-    def reset(self) -> None:
-        self.waiting.clear()
-
-    async def aclose(self) -> None:
-        return None
+from ._scripted import ScriptedNode, scripted_nodes
 
 
 def nodes(n: int, *, ordered: bool = True) -> list[ScriptedNode]:
-    return [ScriptedNode(f"n{i}", ordered=ordered) for i in range(n)]
+    return scripted_nodes(n, ordered=ordered)
 
 
 def fanout(group: Sequence[ScriptedNode], node_timeout: float = 10.0) -> Tally:
@@ -108,12 +78,12 @@ async def test_cleanup_waits_for_the_in_flight_command_on_unordered_nodes() -> N
     acquire.abandon()
     core.undo(acquire, Command(RELEASE, [b"k"], [b"tok"]))
     # Node 0 said yes: released now. Node 1 said no: left alone.
-    assert group[0].sent[-1] == ("release", (b"tok",))
-    assert [name for name, _ in group[1].sent] == ["acquire"]
+    assert group[0].sent[-1][:3] == ("release", (b"k",), (b"tok",))
+    assert group[1].scripts() == ["acquire"]
     # Node 2 has not answered: its release waits until the acquire settles.
-    assert [name for name, _ in group[2].sent] == ["acquire"]
+    assert group[2].scripts() == ["acquire"]
     group[2].answer(1)
-    assert group[2].sent[-1] == ("release", (b"tok",))
+    assert group[2].sent[-1][:3] == ("release", (b"k",), (b"tok",))
 
 
 async def test_ordered_nodes_get_cleanup_at_once() -> None:
@@ -121,7 +91,7 @@ async def test_ordered_nodes_get_cleanup_at_once() -> None:
     core = Engine(group, RedlockConfig(node_timeout=10.0))
     acquire = core.fanout(Command(ACQUIRE, [b"k"], [b"tok", 100]))
     core.undo(acquire, Command(RELEASE, [b"k"], [b"tok"]))
-    assert all(node.sent[-1][0] == RELEASE.name for node in group)
+    assert all(node.sent[-1].script == RELEASE.name for node in group)
 
 
 async def test_fanout_outcomes_never_raise() -> None:

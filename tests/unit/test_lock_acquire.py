@@ -323,9 +323,7 @@ def test_a_fair_waiter_that_gives_up_leaves_and_announces_it() -> None:
     keys = c.keys()
     leaves = c.sent(FAIR_LEAVE.name)
     assert [name for name, _ in leaves] == ["n0", "n1", "n2"]
-    assert all(
-        sent.keys == (keys.fair_queue, keys.heartbeats, keys.wake) for _, sent in leaves
-    )
+    assert all(sent.keys == (keys.fair_queue, keys.heartbeats, keys.wake) for _, sent in leaves)
 
 
 @pytest.mark.parametrize("attempts", [1, 3])

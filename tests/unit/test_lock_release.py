@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from typing import Unpack
 
 import pytest
 
 from redlock_async import Redlock, _redlock
 from redlock_async._errors import LockLost, LockNotOwned, NodeConnectionError, RedlockError
-from redlock_async._lock import Lock
+from redlock_async._lock import Lock, LockKeywords
 from redlock_async._scripts import ACQUIRE, EXTEND, RELEASE
 
 from ._scripted import Cluster, Rule, ScriptedNode, VirtualClock, run
@@ -18,10 +19,11 @@ from ._scripted import Cluster, Rule, ScriptedNode, VirtualClock, run
 DOWN = NodeConnectionError("connection refused")
 
 
-def held(c: Cluster, release: Sequence[Rule], **options: object) -> Lock:
+def held(c: Cluster, release: Sequence[Rule], **options: Unpack[LockKeywords]) -> Lock:
     c.script(ACQUIRE.name, 1)
     c.script(RELEASE.name, *release)
-    return c.lock(auto_extend=False, **options)  # type: ignore[arg-type]
+    options.setdefault("auto_extend", False)
+    return c.lock(**options)
 
 
 def test_release_deletes_the_grant_on_every_node() -> None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import random
+from typing import Any
 
 import pytest
 
@@ -20,7 +22,7 @@ DRIFT_3S = 3.0 * 0.01 + 0.002  # drift allowance of a 3 s grant at drift_factor 
 GRID_3S = 3.0 / 64  # renewal grid of a 3 s ttl
 
 
-def granted_cluster(**config: object) -> Cluster:
+def granted_cluster(**config: Any) -> Cluster:
     c = Cluster(**config)
     c.script(ACQUIRE.name, 1)
     c.script(RELEASE.name, 1)
@@ -253,7 +255,7 @@ def test_renewal_retries_are_spaced_out_until_the_loss_deadline(
     times = [t - start for t in c.times(EXTEND.name)]
     # Renewals run from ~1 s until the loss deadline at ~2.92 s, 0.2 s apart
     # (less grid rounding): about ten; a spin makes hundreds.
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     assert len(times) <= 15, (
         f"{len(times)} renewal fan-outs; the last {sum(g < 0.01 for g in gaps)} "
         f"less than 10 ms apart, from t=+{times[-1] - sum(g for g in gaps if g < 0.01):.4f}"

@@ -117,9 +117,8 @@ def test_a_writer_that_gives_up_clears_its_marker_and_announces_it() -> None:
     marker = [name for name, sent in releases if sent.keys == (keys.writer_waiting, keys.wake)]
     assert undo == ["n0", "n1", "n2"]
     assert marker == ["n0", "n1", "n2"]
-    assert all(
-        sent.args == (attempt.args[2],) for _, sent in releases if sent.keys[0] == keys.writer_waiting
-    )
+    clears = [sent for _, sent in releases if sent.keys[0] == keys.writer_waiting]
+    assert all(sent.args == (attempt.args[2],) for sent in clears)
 
 
 def test_a_clean_first_writer_grant_sends_no_cleanup() -> None:
