@@ -19,7 +19,6 @@ attempted: the loss is reported as soon as the loop runs again.
 from __future__ import annotations
 
 import asyncio
-import random
 import weakref
 from collections.abc import Callable, Mapping
 from functools import partial
@@ -105,7 +104,7 @@ class Renewer:
         """(Re)schedule the next renewal of ``grant``."""
         self.stop()
         left = grant.validity_end - self._engine.clock()
-        spread = random.uniform(0.0, grant.ttl / 12.0)
+        spread = self._engine.rng.uniform(0.0, grant.ttl / 12.0)
         self._schedule(grant, renewal_delay(left, grant.ttl, spread))
 
     def stop(self) -> None:
@@ -176,8 +175,13 @@ class Renewer:
         else:
             self.errors = tally.errors()  # reported if the next tries fail too
             left = self._deadline(grant) - self._engine.clock()
-            # Retry soon; if that is past the validity, the tick reports the loss.
-            self._schedule(grant, max(0.0, min(self.retry_interval(grant), left)))
+            # Retry after the retry interval; when the loss deadline comes
+            # first, the tick then reports the loss. Not on the grid: a retry
+            # rounded down to it could fall due at once, again and again.
+            delay = max(0.0, min(self.retry_interval(grant), left))
+            loop = self._engine.loop()
+            due = loop.time() + delay
+            self._timer = loop.call_at(due, _tick, weakref.ref(self), grant, due)
 
 
 def _tick(ref: _Ref, grant: Grant, due: float) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from redlock_async._config import RedlockConfig
 from redlock_async._engine import Engine
-from redlock_async._engine._node import Arg, Command, Sink
+from redlock_async._engine._node import Command
 from redlock_async._engine._quorum import Quorum
 from redlock_async._engine._restarts import Restarts, TtlLedger
 from redlock_async._engine._tally import PENDING, Tally
@@ -24,42 +24,11 @@ from redlock_async._errors import NodeConnectionError, NodeResponseError, NodeTi
 from redlock_async._scripts import ACQUIRE, RELEASE
 
 from .._loops import LOOPS
-
-
-class ScriptedNode:
-    def __init__(self, name: str, *, ordered: bool = True) -> None:
-        self.name = name
-        self.ordered = ordered
-        self.sent: list[tuple[str, tuple[Arg, ...]]] = []
-        self.waiting: list[tuple[Sink, int]] = []
-        self.stall_checks = 0
-        self.wake_source = None
-        self.restarts: Restarts | None = None
-        self.index = -1
-
-    def bind(self, index: int) -> None:
-        self.index = index
-
-    def run(self, command: Command, sink: Sink) -> None:
-        self.sent.append((command.script.name, tuple(command.args)))
-        self.waiting.append((sink, self.index))
-
-    def answer(self, reply: int | NodeConnectionError) -> None:
-        sink, index = self.waiting.pop(0)
-        sink.settle(index, reply)
-
-    def check_stall(self) -> None:
-        self.stall_checks += 1
-
-    def reset(self) -> None:
-        self.waiting.clear()
-
-    async def aclose(self) -> None:
-        return None
+from ._scripted import ScriptedNode, scripted_nodes
 
 
 def nodes(n: int, *, ordered: bool = True) -> list[ScriptedNode]:
-    return [ScriptedNode(f"n{i}", ordered=ordered) for i in range(n)]
+    return scripted_nodes(n, ordered=ordered)
 
 
 def fanout(group: Sequence[ScriptedNode], node_timeout: float = 10.0) -> Tally:
@@ -102,22 +71,6 @@ async def test_silent_nodes_time_out_as_failed_votes() -> None:
     assert tally.replies[1] == 1
 
 
-async def test_the_tally_applies_restart_quarantine_to_granting_scripts_only() -> None:
-    # Drivers only report what they see of the server; the tally alone turns
-    # a watched node's yes into a failed vote, whichever driver it uses.
-    group = nodes(3)
-    blind = Restarts("n0", TtlLedger(), None)
-    blind.unknown("INFO refused")  # restarts cannot be seen: yes votes fail
-    group[0].restarts = blind
-    acquire = fanout(group)
-    group[0].answer(1)
-    assert isinstance(acquire.replies[0], NodeResponseError)
-    assert set(acquire.errors()) == {"n0"}
-    release = Quorum(group, 10.0).fanout(Command(RELEASE, [b"k"], [b"t"]))
-    group[0].answer(1)
-    assert release.replies[0] == 1  # not a grant: counted as given
-
-
 async def test_cleanup_waits_for_the_in_flight_command_on_unordered_nodes() -> None:
     group = nodes(3, ordered=False)
     core = Engine(group, RedlockConfig(node_timeout=10.0))
@@ -127,12 +80,12 @@ async def test_cleanup_waits_for_the_in_flight_command_on_unordered_nodes() -> N
     acquire.abandon()
     core.undo(acquire, Command(RELEASE, [b"k"], [b"tok"]))
     # Node 0 said yes: released now. Node 1 said no: left alone.
-    assert group[0].sent[-1] == ("release", (b"tok",))
-    assert [name for name, _ in group[1].sent] == ["acquire"]
+    assert group[0].sent[-1][:3] == ("release", (b"k",), (b"tok",))
+    assert group[1].scripts() == ["acquire"]
     # Node 2 has not answered: its release waits until the acquire settles.
-    assert [name for name, _ in group[2].sent] == ["acquire"]
+    assert group[2].scripts() == ["acquire"]
     group[2].answer(1)
-    assert group[2].sent[-1] == ("release", (b"tok",))
+    assert group[2].sent[-1][:3] == ("release", (b"k",), (b"tok",))
 
 
 async def test_ordered_nodes_get_cleanup_at_once() -> None:
@@ -140,7 +93,7 @@ async def test_ordered_nodes_get_cleanup_at_once() -> None:
     core = Engine(group, RedlockConfig(node_timeout=10.0))
     acquire = core.fanout(Command(ACQUIRE, [b"k"], [b"tok", 100]))
     core.undo(acquire, Command(RELEASE, [b"k"], [b"tok"]))
-    assert all(node.sent[-1][0] == RELEASE.name for node in group)
+    assert all(node.sent[-1].script == RELEASE.name for node in group)
 
 
 async def test_fanout_outcomes_never_raise() -> None:
@@ -291,3 +244,19 @@ async def test_a_forked_child_uses_its_own_loop() -> None:
     os.close(read)
     os.waitpid(pid, 0)  # noqa: ASYNC222 - it has reported and is exiting
     assert report == b"ok"
+
+
+async def test_the_tally_applies_restart_quarantine_to_granting_scripts_only() -> None:
+    # Drivers only report what they see of the server; the tally alone turns
+    # a watched node's yes into a failed vote, whichever driver it uses.
+    group = scripted_nodes(3)
+    blind = Restarts("n0", TtlLedger(), None)
+    blind.unknown("INFO refused")  # restarts cannot be seen: yes votes fail
+    group[0].restarts = blind
+    acquire = fanout(group)
+    group[0].answer(1)
+    assert isinstance(acquire.replies[0], NodeResponseError)
+    assert set(acquire.errors()) == {"n0"}
+    release = Quorum(group, 10.0).fanout(Command(RELEASE, [b"k"], [b"t"]))
+    group[0].answer(1)
+    assert release.replies[0] == 1  # not a grant: counted as given

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from redlock_async._timing import CLOCK_DRIFT_FLOOR, drift, validity
+from redlock_async._timing import (
+    CLOCK_DRIFT_FLOOR,
+    drift,
+    extend_retry_interval,
+    loss_deadline,
+    renewal_delay,
+    renewal_due,
+    shortened_validity_end,
+    validity,
+)
 
 
 def test_drift_is_proportional_plus_two_ms() -> None:
@@ -27,3 +36,39 @@ def test_validity_runs_out_when_acquiring_took_longer_than_the_ttl() -> None:
     assert validity(0.5, started=0.0, now=0.5, drift_factor=0.01) < 0
     # Exactly at the boundary the drift margin already makes it unusable.
     assert validity(0.5, started=0.0, now=0.5 - 0.007, drift_factor=0.01) == pytest.approx(0.0)
+
+
+# The lock layer calls these functions (nothing inlines them): _acquire.py
+# and _grant.py call validity(), _renewal.py the renewal and loss formulas.
+# tests/unit/test_lock_*.py check the same numbers through the running code.
+
+
+def test_renewal_due_rounds_down_to_the_ttl_grid_but_never_into_the_past() -> None:
+    grid = 3.0 / 64
+    due = renewal_due(now=100.0, delay=0.968, ttl=3.0)
+    assert due <= 100.968 < due + grid
+    assert (due / grid) == pytest.approx(round(due / grid))
+    # Closer than a grid step: due now.
+    assert renewal_due(now=100.0, delay=grid / 2, ttl=3.0) == 100.0
+    # The grid is clamped to [1 ms, 50 ms].
+    assert renewal_due(0.0, 0.0123, ttl=0.01) == pytest.approx(0.012)
+    assert renewal_due(0.0, 0.123, ttl=3600.0) == pytest.approx(0.1)
+
+
+def test_renewal_delay_keeps_two_thirds_of_the_ttl_less_the_spread() -> None:
+    assert renewal_delay(left=2.968, ttl=3.0, spread=0.1) == pytest.approx(0.868)
+    assert renewal_delay(left=1.0, ttl=3.0, spread=0.0) == 0.0  # overdue: at once
+
+
+def test_loss_is_declared_before_the_validity_ends() -> None:
+    assert loss_deadline(10.0, ttl=3.0, node_timeout=0.05) == pytest.approx(9.95)
+    assert loss_deadline(10.0, ttl=0.1, node_timeout=0.05) == pytest.approx(9.99)
+
+
+def test_a_failed_extend_leaves_the_reached_nodes_expiring_from_its_start() -> None:
+    assert shortened_validity_end(started=5.0, ttl=0.1, drift_factor=0.01) == pytest.approx(5.097)
+
+
+def test_extend_retries_at_most_six_times_per_ttl() -> None:
+    assert extend_retry_interval(0.2, ttl=3.0) == 0.2
+    assert extend_retry_interval(0.2, ttl=0.6) == pytest.approx(0.1)

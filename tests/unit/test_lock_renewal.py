@@ -1,0 +1,283 @@
+"""extend(), background renewal and loss, over scripted nodes in virtual time."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+import random
+from typing import Any
+
+import pytest
+
+from redlock_async._errors import LockLost, NodeConnectionError
+from redlock_async._lock import Lock
+from redlock_async._scripts import ACQUIRE, EXTEND, RELEASE
+
+from ._scripted import Cluster, Late, run, sequence
+
+DOWN = NodeConnectionError("connection refused")
+DRIFT_3S = 3.0 * 0.01 + 0.002  # drift allowance of a 3 s grant at drift_factor 0.01
+GRID_3S = 3.0 / 64  # renewal grid of a 3 s ttl
+
+
+def granted_cluster(**config: Any) -> Cluster:
+    c = Cluster(**config)
+    c.script(ACQUIRE.name, 1)
+    c.script(RELEASE.name, 1)
+    return c
+
+
+def on_grid(t: float, grid: float) -> bool:
+    return math.isclose(t / grid, round(t / grid), abs_tol=1e-6)
+
+
+# -- extend() ----------------------------------------------------------------
+
+
+def test_extend_renews_to_another_ttl() -> None:
+    c = granted_cluster()
+    c.script(EXTEND.name, 1)
+    lock = c.lock(ttl=1.0, auto_extend=False)
+
+    async def main() -> None:
+        assert await lock.acquire()
+        await asyncio.sleep(0.5)
+        await lock.extend(5.0)
+
+    run(main(), c.clock)
+    extends = c.sent(EXTEND.name)
+    assert [name for name, _ in extends] == ["n0", "n1", "n2"]
+    assert all(sent.args == (b"tok1", 5000) for _, sent in extends)
+    assert all(sent.keys == (c.keys().lock,) for _, sent in extends)
+    assert lock.ttl == 5.0
+    assert lock.valid_for == pytest.approx(5.0 - 0.05 - 0.002)
+
+
+def test_a_refused_extend_loses_the_lock_and_cleans_up() -> None:
+    c = granted_cluster()
+    c.script(EXTEND.name, 0, 0, 1)
+    lost: list[Lock] = []
+    lock = c.lock(ttl=1.0, auto_extend=False, on_lost=lost.append)
+
+    async def main() -> None:
+        assert await lock.acquire()
+        with pytest.raises(LockLost, match="quorum of nodes no longer holds it"):
+            await lock.extend()
+
+    run(main(), c.clock)
+    assert lock.lost
+    assert not lock.held
+    assert lost == [lock]
+    assert len(c.sent(EXTEND.name)) == 3  # refused: no retry
+    releases = c.sent(RELEASE.name)
+    assert [name for name, _ in releases] == ["n0", "n1", "n2"]
+    assert all(sent.args == (b"tok1",) for _, sent in releases)
+
+
+def test_a_failed_extend_retries_until_the_validity_ends() -> None:
+    c = granted_cluster(retry_delay=0.2)
+    c.script(EXTEND.name, 1, DOWN, DOWN)  # failed, but nobody refused
+    lock = c.lock(ttl=1.0, auto_extend=False)
+    start = c.clock()
+
+    async def main() -> None:
+        assert await lock.acquire()
+        with pytest.raises(LockLost, match="validity ended"):
+            await lock.extend()
+
+    run(main(), c.clock)
+    validity_end = start + 1.0 - 0.012
+    # Every min(retry_delay, ttl/6) while valid; lost exactly when it ends.
+    interval = 1.0 / 6.0
+    expected = [start + k * interval for k in range(6)]
+    assert expected[-1] < validity_end < expected[-1] + interval
+    assert c.times(EXTEND.name) == pytest.approx(expected)
+    assert c.clock() == pytest.approx(validity_end)
+    assert lock.lost
+
+
+def test_a_failed_extend_to_a_shorter_ttl_shortens_the_validity() -> None:
+    c = granted_cluster()
+    # The extend to 0.1 s reached n0 only: n0 now drops the key 0.1 s after
+    # it was sent, and a majority no longer holds the grant's old validity.
+    c.script(EXTEND.name, 1, DOWN, DOWN)
+    lock = c.lock(ttl=1.0, auto_extend=False)
+    start = c.clock()
+
+    async def main() -> None:
+        assert await lock.acquire()
+        task = asyncio.create_task(lock.extend(0.1))
+        await asyncio.sleep(0.01)
+        assert lock.valid_for == pytest.approx(0.1 - 0.001 - 0.002 - 0.01)
+        with pytest.raises(LockLost, match="validity ended"):
+            await task
+
+    run(main(), c.clock)
+    assert c.clock() == pytest.approx(start + 0.097)  # not 0.988
+    assert len(c.times(EXTEND.name)) == 1
+
+
+def test_extend_without_a_grant_raises() -> None:
+    from redlock_async._errors import LockNotOwned
+
+    c = granted_cluster()
+    lock = c.lock()
+
+    async def main() -> None:
+        with pytest.raises(LockNotOwned):
+            await lock.extend()
+
+    run(main(), c.clock)
+
+
+# -- the renewal schedule ----------------------------------------------------
+
+
+def test_renewals_are_due_at_two_thirds_of_the_ttl_left_less_spread_on_the_grid(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The spread comes from the engine's rng: seeded here to replay it.
+    spreads = random.Random(7)
+    c = granted_cluster()
+    c.engine.rng.seed(7)
+    c.script(EXTEND.name, 1)
+    lock = c.lock(ttl=3.0)
+    start = c.clock()
+
+    async def main() -> float:
+        assert await lock.acquire()
+        await asyncio.sleep(6.0)
+        valid_for = lock.valid_for
+        await lock.release()
+        return valid_for
+
+    valid_for = run(main(), c.clock)
+    expected: list[float] = []
+    renewed = start
+    while True:
+        # Two thirds of the ttl left: validity_end - 2 s = renewed + 0.968 s,
+        # less a spread in [0, ttl/12), rounded down to the ttl/64 grid.
+        due = renewed + (3.0 - DRIFT_3S) - 2.0 - spreads.uniform(0.0, 0.25)
+        due = math.floor(due / GRID_3S) * GRID_3S
+        if due > start + 6.0:
+            break
+        expected.append(due)
+        renewed = due
+    times = c.times(EXTEND.name)
+    assert times == pytest.approx(expected, abs=1e-9)
+    assert len(times) >= 6
+    assert all(on_grid(t, GRID_3S) for t in times)
+    gaps = [b - a for a, b in zip([start, *times], times, strict=False)]
+    assert all(0.968 - 0.25 - GRID_3S < gap <= 0.968 + 1e-9 for gap in gaps)
+    assert valid_for == pytest.approx(expected[-1] + 3.0 - DRIFT_3S - (start + 6.0))
+    assert all(sent.args == (b"tok1", 3000) for _, sent in c.sent(EXTEND.name))
+
+
+def test_a_renewal_that_fails_on_too_many_nodes_is_retried(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    c = granted_cluster(retry_delay=0.2)
+    c.engine.rng.seed(7)
+    c.script(EXTEND.name, 1, sequence(DOWN, DOWN, 1), sequence(DOWN, DOWN, 1))
+    lost: list[Lock] = []
+    lock = c.lock(ttl=3.0, on_lost=lost.append)
+
+    async def main() -> None:
+        assert await lock.acquire()
+        await asyncio.sleep(1.5)  # the third renewal is due by ~1.4 s, the fourth after ~1.7 s
+
+    run(main(), c.clock)
+    first, retry, again = c.times(EXTEND.name)
+    # Retried after min(retry_delay, ttl/6) = 0.2 s (not on the grid: see
+    # the test of retries near the loss deadline).
+    assert retry == pytest.approx(first + 0.2)
+    assert again == pytest.approx(retry + 0.2)
+    assert not lost
+    assert lock.held
+    # The third renewal worked: a full validity from when it was sent.
+    assert lock.valid_for == pytest.approx(again + 3.0 - DRIFT_3S - c.clock())
+
+
+def test_renewal_loss_at_the_loss_deadline_cancels_the_body() -> None:
+    c = granted_cluster(node_timeout=0.05)
+    # Every renewal fails on two nodes (after a millisecond: time moves).
+    c.script(EXTEND.name, Late(1, 0.001), Late(DOWN, 0.001), Late(DOWN, 0.001))
+    lost: list[Lock] = []
+    lock = c.lock(ttl=3.0, on_lost=lost.append)
+    start = c.clock()
+    body: list[str] = []
+
+    async def main() -> None:
+        with pytest.raises(LockLost, match="renewals could not reach a quorum") as caught:
+            async with lock:
+                body.append("entered")
+                try:
+                    await asyncio.sleep(100.0)
+                except asyncio.CancelledError:
+                    body.append("cancelled")
+                    raise
+                body.append("finished")
+        assert set(caught.value.errors) == {"n1", "n2"}
+
+    run(main(), c.clock)
+    assert body == ["entered", "cancelled"]
+    assert lost == [lock]
+    assert lock.lost
+    assert not lock.held
+    # Lost at the loss deadline: validity end less min(node_timeout, ttl/10).
+    deadline = start + 3.0 - DRIFT_3S - 0.05
+    assert deadline <= c.clock() <= deadline + 0.005
+    releases = c.sent(RELEASE.name)
+    assert [name for name, _ in releases] == ["n0", "n1", "n2"]
+    assert all(sent.at == pytest.approx(c.clock(), abs=0.005) for _, sent in releases)
+
+
+def test_renewal_retries_are_spaced_out_until_the_loss_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Nodes that fail at once (connection refused, or a driver backing off
+    # answers without sending): retries must still wait min(retry_delay,
+    # time left), not spin. renewal_due() rounds the last retry down to the
+    # ttl/64 grid, to a time before the loss deadline; from there, the time
+    # left is shorter than the distance to the next grid point, so every
+    # retry is due "now" again: fan-outs back to back until the deadline.
+    c = granted_cluster(node_timeout=0.05, retry_delay=0.2)
+    c.engine.rng.seed(7)
+    c.script(EXTEND.name, Late(1, 0.0001), Late(DOWN, 0.0001), Late(DOWN, 0.0001))
+    lock = c.lock(ttl=3.0)
+    start = c.clock()
+
+    async def main() -> None:
+        assert await lock.acquire()
+        await asyncio.sleep(4.0)
+
+    run(main(), c.clock)
+    assert lock.lost
+    times = [t - start for t in c.times(EXTEND.name)]
+    # Renewals run from ~1 s until the loss deadline at ~2.92 s, 0.2 s apart
+    # (less grid rounding): about ten; a spin makes hundreds.
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert len(times) <= 15, (
+        f"{len(times)} renewal fan-outs; the last {sum(g < 0.01 for g in gaps)} "
+        f"less than 10 ms apart, from t=+{times[-1] - sum(g for g in gaps if g < 0.01):.4f}"
+    )
+
+
+def test_a_renewal_due_while_the_loop_was_blocked_past_the_validity_is_a_loss() -> None:
+    c = granted_cluster()
+    c.script(EXTEND.name, 1)
+    lost: list[Lock] = []
+    lock = c.lock(ttl=3.0, on_lost=lost.append, cancel_on_lost=False)
+
+    async def main() -> None:
+        with pytest.raises(LockLost, match="event loop blocked"):
+            async with lock:
+                c.clock.advance(5.0)  # a synchronous call blocks the loop
+                await asyncio.sleep(0.001)  # the overdue timer runs
+                assert lock.lost
+                await asyncio.sleep(1.0)  # cancel_on_lost=False: the body goes on
+
+    run(main(), c.clock)
+    assert lost == [lock]
+    assert c.to(EXTEND.name) == []  # not attempted: it could not be valid any more
