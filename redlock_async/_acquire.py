@@ -31,14 +31,8 @@ __all__ = ["Outcome", "acquire"]
 NodeErrors = Mapping[str, NodeError]
 
 
-class Outcome:
-    """What ``acquire`` ended with: a grant, or the errors of the last attempt."""
-
-    __slots__ = ("errors", "grant")
-
-    def __init__(self, grant: Grant | None, errors: NodeErrors) -> None:
-        self.grant = grant
-        self.errors = errors
+Outcome = tuple[Grant | None, NodeErrors]
+"""What ``acquire`` ended with: the grant, or None and the last attempt's errors."""
 
 
 async def acquire(
@@ -67,7 +61,7 @@ async def acquire(
             if engine.closing:
                 engine.check_open()  # raises: aclose() has begun
             token = engine.new_token()
-            command = commands.acquire(token, ttl, options.fencing, fair)
+            command = commands.acquire(token, options.ttl_ms, options.fencing, fair)
             # Recorded before sending: a node may keep this grant even if the
             # attempt fails here, and a restart seen meanwhile must cover it.
             if ttl > ttls.longest:
@@ -96,7 +90,7 @@ async def acquire(
                     engine.check_open()  # raises
                 if left > 0:
                     grant = Grant(token, ttl, now + left, tally, fencing)
-                    return Outcome(grant, {})
+                    return grant, {}
             errors = errors if errors is not None else tally.errors()
             engine.undo(tally, commands.release(token, False))
 
@@ -106,7 +100,7 @@ async def acquire(
             if first:
                 first = False
                 if not blocking or limit == 0:
-                    return Outcome(None, errors)  # timeout=0: one attempt, like blocking=False
+                    return None, errors  # timeout=0: one attempt, like blocking=False
                 if engine.wake is not None:
                     # Listen for releases, then try once more at once: a release
                     # that came before the subscription would otherwise be
@@ -124,14 +118,14 @@ async def acquire(
             if deadline is not None:
                 remaining = deadline - engine.clock()
                 if remaining <= 0:
-                    return Outcome(None, errors)
+                    return None, errors
                 delay = min(delay, remaining)
             if subscription is not None:
                 await subscription.wait(delay)  # early on a release; a hint only
             else:
                 await asyncio.sleep(delay)
             if deadline is not None and engine.clock() >= deadline:
-                return Outcome(None, errors)
+                return None, errors
     finally:
         if subscription is not None:
             subscription.close()

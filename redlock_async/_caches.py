@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import contextlib
 
+from ._commands import ExclusiveCommands
 from ._config import LockOptions, check_ttl
 from ._keys import KeyLayout, check_name
 from ._lock import OnLost
 
-__all__ = ["LayoutCache", "OptionsCache"]
+__all__ = ["CommandsCache", "OptionsCache"]
 
 _MAX_OPTIONS = 256
 _MAX_LAYOUTS = 1024
@@ -75,21 +76,21 @@ class OptionsCache:
         return options
 
 
-class LayoutCache:
-    """The :class:`KeyLayout` of recently used names, under one prefix."""
+class CommandsCache:
+    """The exclusive commands (and with them the :class:`KeyLayout`) of recent names."""
 
-    __slots__ = ("_layouts", "_prefix")
+    __slots__ = ("_commands", "_prefix")
 
     def __init__(self, prefix: str) -> None:
         self._prefix = prefix
-        self._layouts: dict[str, KeyLayout] = {}
+        self._commands: dict[str, ExclusiveCommands] = {}
 
-    def __call__(self, name: str) -> KeyLayout:
-        """The keys of ``name``; raises ConfigurationError for a bad name."""
-        keys = self._layouts.get(name) if type(name) is str else None
-        if keys is None:
-            keys = KeyLayout(self._prefix, check_name(name))
-            if len(self._layouts) >= _MAX_LAYOUTS:
-                self._layouts.clear()
-            self._layouts[name] = keys
-        return keys
+    def __call__(self, name: str) -> ExclusiveCommands:
+        """The commands of ``name``; raises ConfigurationError for a bad name."""
+        commands = self._commands.get(name) if type(name) is str else None
+        if commands is None:
+            commands = ExclusiveCommands(KeyLayout(self._prefix, check_name(name)))
+            if len(self._commands) >= _MAX_LAYOUTS:
+                self._commands.clear()
+            self._commands[name] = commands
+        return commands

@@ -43,8 +43,8 @@ class Commands(Protocol):
     fences: bool
     """Whether grants of this kind can carry fencing tokens."""
 
-    def acquire(self, token: bytes, ttl: float, fencing: bool, fair: FairEntry | None) -> Command:
-        """One attempt to grant ``token`` for ``ttl`` seconds."""
+    def acquire(self, token: bytes, ttl_ms: int, fencing: bool, fair: FairEntry | None) -> Command:
+        """One attempt to grant ``token`` for ``ttl_ms`` milliseconds."""
         ...
 
     def release(self, token: bytes, announce: bool) -> Command:
@@ -65,7 +65,7 @@ class Commands(Protocol):
 
     def attempts_over(
         self, last: Tally | None, granted: bool, fair: FairEntry | None
-    ) -> list[Command]:
+    ) -> tuple[Command, ...]:
         """``acquire()`` stopped: what clears the marks its attempts may have left."""
         ...
 
@@ -75,7 +75,7 @@ def fair_acquire(
     holder_key: bytes,
     readers_key: bytes,
     token: bytes,
-    ttl: float,
+    ttl_ms: int,
     fence: bytes | None,
     entry: FairEntry,
 ) -> Command:
@@ -83,7 +83,7 @@ def fair_acquire(
     lua_keys: tuple[bytes, ...] = (holder_key, readers_key, *queue)
     if fence is not None:
         lua_keys += (fence,)
-    args = (token, ttl_ms(ttl), entry.waiter, entry.ticket, entry.heartbeat_ms)
+    args = (token, ttl_ms, entry.waiter, entry.ticket, entry.heartbeat_ms)
     return Command(FAIR_ACQUIRE, lua_keys, args)
 
 
@@ -99,28 +99,28 @@ def clean_first_try(last: Tally | None, granted: bool) -> bool:
 
 
 class ExclusiveCommands:
-    """The exclusive lock's commands (acquire.lua, release.lua, extend.lua)."""
+    """The exclusive lock's commands (acquire.lua, release.lua, extend.lua).
 
-    __slots__ = ("_default_ms", "_default_ttl", "keys")
+    They depend on the name only: one object serves every lock of a name
+    (``Redlock`` caches them, see ``_caches.py``).
+    """
+
+    __slots__ = ("keys",)
 
     kind = b"x:"
     fences = True
 
-    def __init__(self, keys: KeyLayout, default_ttl: float) -> None:
+    def __init__(self, keys: KeyLayout) -> None:
         self.keys = keys
-        # The lock's own ttl is sent on every attempt: converted once.
-        self._default_ttl = default_ttl
-        self._default_ms = ttl_ms(default_ttl)
 
-    def acquire(self, token: bytes, ttl: float, fencing: bool, fair: FairEntry | None) -> Command:
+    def acquire(self, token: bytes, ttl_ms: int, fencing: bool, fair: FairEntry | None) -> Command:
         keys = self.keys
         if fair is not None:
             queue = (keys.fair_queue, keys.heartbeats)
             fence = keys.fence if fencing else None
-            return fair_acquire(queue, keys.lock, keys.fair_readers, token, ttl, fence, fair)
-        ms = self._default_ms if ttl == self._default_ttl else ttl_ms(ttl)
+            return fair_acquire(queue, keys.lock, keys.fair_readers, token, ttl_ms, fence, fair)
         lua_keys = (keys.lock, keys.fence) if fencing else (keys.lock,)
-        return Command(ACQUIRE, lua_keys, (token, ms))
+        return Command(ACQUIRE, lua_keys, (token, ttl_ms))
 
     def release(self, token: bytes, announce: bool) -> Command:
         # Only real releases announce themselves: rolling back a failed
@@ -139,9 +139,8 @@ class ExclusiveCommands:
 
     def attempts_over(
         self, last: Tally | None, granted: bool, fair: FairEntry | None
-    ) -> list[Command]:
+    ) -> tuple[Command, ...]:
         if fair is None or clean_first_try(last, granted):
-            return []
-        return [
-            fair_leave((self.keys.fair_queue, self.keys.heartbeats), self.keys.wake, fair, granted)
-        ]
+            return ()
+        keys = self.keys
+        return (fair_leave((keys.fair_queue, keys.heartbeats), keys.wake, fair, granted),)

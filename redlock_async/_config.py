@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ._errors import ConfigurationError
 from ._keys import check_prefix
-from ._timing import CLOCK_DRIFT_FLOOR
+from ._timing import CLOCK_DRIFT_FLOOR, ttl_ms
 
 __all__ = [
     "MAX_TTL",
@@ -143,11 +143,14 @@ class LockOptions:
     # Redlock.lock() states the precise type, Callable[[Lock], object].
     on_lost: Callable[..., object] | None = field(default=None, repr=False)
     """Called once with the lock when a held grant is lost. Default None."""
+    ttl_ms: int = field(init=False, repr=False, compare=False, default=0)
+    """``ttl`` in whole milliseconds, rounded down (derived: every attempt sends it)."""
 
     def __post_init__(self) -> None:
         # The drift-aware bound needs the Redlock's drift_factor: Redlock.lock() checks it.
         ttl = check_ttl("ttl", self.ttl, 0.0)
         object.__setattr__(self, "ttl", ttl)
+        object.__setattr__(self, "ttl_ms", ttl_ms(ttl))
         object.__setattr__(self, "timeout", check_seconds("timeout", self.timeout, allow_none=True))
         for flag in ("auto_extend", "fencing", "cancel_on_lost", "fair"):
             if not isinstance(getattr(self, flag), bool):

@@ -60,12 +60,9 @@ class Body:
 
     __slots__ = ("_cancelled", "_task")
 
-    def __init__(self) -> None:
-        self._task: asyncio.Task[object] | None = None
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._task = asyncio.current_task(loop)  # entering `async with`: the body's task
         self._cancelled = False  # a cancel request of ours is pending
-
-    def enter(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._task = asyncio.current_task(loop)
 
     def cancel(self, reason: str, loop: asyncio.AbstractEventLoop) -> None:
         """Cancel the body, unless it is the caller (its extend() raises LockLost already)."""
@@ -74,18 +71,14 @@ class Body:
             self._cancelled = True
             task.cancel(reason)
 
-    def exit(self) -> bool:
+    def exited(self) -> bool:
         """The body ended; True when a cancellation from outside is in flight.
 
         Our own cancel request is undone; if it was the only one, the
         CancelledError in flight is ours, and the lock turns it into LockLost.
         """
-        task, self._task = self._task, None
+        task = self._task
         if not self._cancelled:
             return False
         self._cancelled = False
         return task is not None and task.uncancel() > 0
-
-    def forget(self) -> None:
-        """The body's task belongs to an event loop that is gone."""
-        self._task = None

@@ -23,7 +23,7 @@ from ._engine import Engine
 from ._errors import LockLost, LockNotAcquired, LockNotOwned, NodeError, RedlockError
 from ._grant import Grant
 from ._holder import Body, Loss
-from ._release import release_grant
+from ._release import judge_release, send_release
 from ._renewal import Renewer
 
 __all__ = ["UNSET", "Holdings", "Lock", "LockKeywords", "OnLost", "Unset"]
@@ -59,17 +59,15 @@ _NO_ERRORS: Final[Mapping[str, NodeError]] = MappingProxyType({})
 class Holdings:
     """The locks of one Redlock that hold a grant, so that closing or a fork can tell them."""
 
-    __slots__ = ("_locks",)
+    __slots__ = ("_locks", "add", "discard")
 
     def __init__(self, engine: Engine) -> None:
         self._locks: weakref.WeakSet[Lock] = weakref.WeakSet()
+        # The set's own methods: every grant and release calls one, and a
+        # method of ours around them would cost a Python frame each time.
+        self.add = self._locks.add
+        self.discard = self._locks.discard
         engine.on_rehome.append(self.orphan_all)
-
-    def add(self, lock: Lock) -> None:
-        self._locks.add(lock)
-
-    def discard(self, lock: Lock) -> None:
-        self._locks.discard(lock)
 
     def lose_all(self, reason: str) -> None:
         """Every held lock is lost (``aclose()``): told, cancelled, released."""
@@ -78,7 +76,8 @@ class Holdings:
 
     def orphan_all(self) -> None:
         """The grants belong to another event loop or the parent process: dropped silently."""
-        locks, self._locks = list(self._locks), weakref.WeakSet()
+        locks = list(self._locks)
+        self._locks.clear()
         for lock in locks:
             lock._orphaned()
 
@@ -118,12 +117,12 @@ class Lock:
         self._name = name
         self._options = options
         self._commands = commands
-        self._renewer = Renewer(engine, commands, self._lose)
+        self._renewer: Renewer | None = None  # made when first needed: many locks never renew
         self._grant: Grant | None = None
         self._acquiring = False
         self._loss = Loss()
         self._errors: Mapping[str, NodeError] = _NO_ERRORS
-        self._body = Body()  # the task of the `async with` body, cancelled on loss
+        self._body: Body | None = None  # the `async with` body's task, cancelled on loss
 
     @property
     def name(self) -> str:
@@ -195,21 +194,21 @@ class Lock:
             limit = check_seconds("timeout", timeout, allow_none=True)
         self._acquiring = True
         try:
-            outcome = await _acquire.acquire(
+            grant, errors = await _acquire.acquire(
                 self._engine, self._commands, self._options, blocking, limit
             )
         finally:
             self._acquiring = False
-        grant = outcome.grant
         if grant is None:
-            self._errors = outcome.errors
+            self._errors = errors
             return False
         self._grant = grant
-        self._loss.clear()
+        if self._loss.error is not None:  # a new grant after a loss: it is history
+            self._loss.clear()
         self._errors = _NO_ERRORS
         self._holdings.add(self)
         if self._options.auto_extend:
-            self._renewer.start(grant)
+            self._renewal().start(grant)
         return True
 
     async def extend(self, ttl: float | None = None) -> None:
@@ -221,11 +220,10 @@ class Lock:
         """
         grant = self._require_grant()
         engine = self._engine
-        new_ttl = (
-            self._options.ttl if ttl is None else check_ttl("ttl", ttl, engine.config.drift_factor)
-        )
+        drift_factor = engine.config.drift_factor
+        new_ttl = self._options.ttl if ttl is None else check_ttl("ttl", ttl, drift_factor)
         engine.check_open()
-        renewer = self._renewer
+        renewer = self._renewal()
         try:
             lost = await renewer.extend_now(grant, new_ttl, lambda: self._grant is grant)
             if lost is None:
@@ -236,6 +234,11 @@ class Lock:
         finally:
             if self._grant is grant and self._options.auto_extend:
                 renewer.start(grant)
+
+    def _renewal(self) -> Renewer:
+        if self._renewer is None:
+            self._renewer = Renewer(self._engine, self._commands, self._lose)
+        return self._renewer
 
     def _require_grant(self) -> Grant:
         if self._grant is None:
@@ -256,32 +259,30 @@ class Lock:
         the first await, so a cancelled release still releases (nodes whose
         connection fails get it again until the key would have expired).
         """
-        grant = self._grant
-        if grant is None:
-            grant = self._require_grant()  # raises
+        grant = self._grant or self._require_grant()  # raises when not held
         # No waiting for a renewal in flight: the grant is forgotten first
         # (its outcome is then ignored), and a renewal that lands after the
         # release finds the key gone - extend.lua never re-creates a key.
         self._drop(grant)
-        await release_grant(self._engine, self._commands, self._name, grant)
+        tally, expired = send_release(self._engine, self._commands, grant)
+        if not await tally.decided or expired:
+            judge_release(self._name, tally, expired)
 
     def _drop(self, grant: Grant) -> None:
         """Forget ``grant`` locally and stop renewing it."""
         if self._grant is grant:
             self._grant = None
-        self._renewer.stop()
+        if self._renewer is not None:
+            self._renewer.stop()
         self._holdings.discard(self)
 
     def _orphaned(self) -> None:
-        """Held on another event loop, or by the parent before a fork: lost, silently.
-
-        Nothing is sent (a forked child's parent still holds the grant) and
-        nothing cancelled (the tasks belong to the old loop).
-        """
+        """Held on another loop or by the parent before a fork: lost; nothing sent or cancelled."""
         if self._grant is not None:
             self._grant = None
-            self._renewer.forget()
-            self._body.forget()
+            if self._renewer is not None:
+                self._renewer.forget()
+            self._body = None
             why = "it was held on another event loop or by the parent process before a fork"
             self._loss.mark(LockLost(f"lock {self._name!r} was lost: {why}"))
 
@@ -295,9 +296,8 @@ class Lock:
         # Remnants on a minority would only block the next holder until expiry.
         release = self._commands.release(grant.token, False)
         self._engine.undo(grant.acquired, release, time.monotonic() + grant.ttl)
-        options = self._options
-        self._loss.tell(error, options.on_lost, self)
-        if options.cancel_on_lost:
+        self._loss.tell(error, self._options.on_lost, self)
+        if self._options.cancel_on_lost and self._body is not None:
             self._body.cancel(f"redlock_async: {error}", self._engine.loop())
         return error
 
@@ -307,7 +307,7 @@ class Lock:
                 f"could not acquire lock {self._name!r} within {self._options.timeout}s",
                 self._errors,
             )
-        self._body.enter(self._engine.loop())
+        self._body = Body(self._engine.loop())
         return self
 
     async def __aexit__(
@@ -316,7 +316,8 @@ class Lock:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._body.exit():
+        body, self._body = self._body, None
+        if body is not None and body.exited():
             return  # an outside cancellation stays a cancellation
         if self._loss.error is not None:
             raise self._loss.error

@@ -9,8 +9,7 @@ from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar, Unpack
 
 from ._address import Endpoint
-from ._caches import LayoutCache, OptionsCache
-from ._commands import ExclusiveCommands
+from ._caches import CommandsCache, OptionsCache
 from ._config import RedlockConfig
 from ._engine import Engine, TtlLedger, stall_limit
 from ._engine._build import NodeSpec, default_node_timeout, make_node
@@ -105,7 +104,7 @@ class Redlock:
             built.append(node)
         self._core = Engine(built, config, ttls=ttls)
         self._holdings = Holdings(self._core)
-        self._layout = LayoutCache(config.prefix)
+        self._commands = CommandsCache(config.prefix)
         self._lock_options = OptionsCache(config.drift_factor)
 
     @property
@@ -158,8 +157,7 @@ class Redlock:
         options = self._lock_options(
             ttl, auto_extend, timeout, fencing, cancel_on_lost, fair, on_lost
         )
-        keys = self._layout(name)
-        return Lock(core, self._holdings, name, options, ExclusiveCommands(keys, options.ttl))
+        return Lock(core, self._holdings, name, options, self._commands(name))
 
     def synchronized(
         self, name: str | Callable[..., str], **options: Unpack[LockKeywords]
@@ -188,7 +186,7 @@ class Redlock:
         """
         self._core.check_open()
         self._lock_options(**defaults)  # bad defaults fail here, not at read()/write()
-        keys = self._layout(name)
+        keys = self._commands(name).keys
         return RWLock(self._core, self._holdings, name, keys, self._lock_options, defaults)
 
     async def aclose(self) -> None:

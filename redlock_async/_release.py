@@ -6,32 +6,41 @@ import logging
 import time
 
 from ._commands import Commands
-from ._engine import Engine
+from ._engine import Engine, Tally
 from ._errors import LockNotOwned, describe_errors
 from ._grant import Grant
 
-__all__ = ["release_grant"]
+__all__ = ["judge_release", "send_release"]
 
 _log = logging.getLogger("redlock_async")
 
 
-async def release_grant(engine: Engine, commands: Commands, name: str, grant: Grant) -> None:
-    """Send the release of ``grant`` (already dropped by its lock) and judge the replies.
+def send_release(engine: Engine, commands: Commands, grant: Grant) -> tuple[Tally, bool]:
+    """Send the release of ``grant`` (already dropped by its lock) to every node.
 
-    Raises LockNotOwned when more nodes than a quorum can spare answered that
-    they no longer held it, or its validity had already ended. When failing
-    or slow nodes leave the outcome unknown, logs a warning instead: the keys
-    expire anyway, and raising would turn a network hiccup into a failed body.
+    Returns its tally, and whether the grant's validity had ended before it.
+    Not a coroutine: the caller awaits ``tally.decided`` itself (one frame
+    less on every release).
     """
     expired = engine.clock() >= grant.validity_end
     command = commands.release(grant.token, engine.wake is not None)
     tally = engine.fanout(command, after=grant.acquired)
     # Resend where a connection fails, for as long as the key may live.
     tally.resend_until = time.monotonic() + grant.ttl
-    released = await tally.decided
+    return tally, expired
+
+
+def judge_release(name: str, tally: Tally, expired: bool) -> None:
+    """What a decided release says, when it was not a plain success.
+
+    Raises LockNotOwned when more nodes than a quorum can spare answered that
+    they no longer held it, or the validity had already ended. When failing
+    or slow nodes leave the outcome unknown, logs a warning instead: the keys
+    expire anyway, and raising would turn a network hiccup into a failed body.
+    """
     if expired:
         raise LockNotOwned(f"lock {name!r}: its validity had ended before release", tally.errors())
-    if released:
+    if tally.decided.result():
         return
     if tally.no > tally.n - tally.quorum:
         raise LockNotOwned(

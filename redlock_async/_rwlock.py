@@ -134,13 +134,13 @@ class _ReadCommands:
         self.keys = keys
         self.owner: asyncio.Task[object] | None = None  # the task of the last grant
 
-    def acquire(self, token: bytes, ttl: float, fencing: bool, fair: FairEntry | None) -> Command:
+    def acquire(self, token: bytes, ttl_ms: int, fencing: bool, fair: FairEntry | None) -> Command:
         keys = self.keys
         if fair is not None:
             queue = (keys.rw_queue, keys.rw_heartbeats)
-            return fair_acquire(queue, keys.writer, keys.readers, token, ttl, None, fair)
+            return fair_acquire(queue, keys.writer, keys.readers, token, ttl_ms, None, fair)
         return Command(
-            READ_ACQUIRE, (keys.writer, keys.readers, keys.writer_waiting), (token, ttl_ms(ttl))
+            READ_ACQUIRE, (keys.writer, keys.readers, keys.writer_waiting), (token, ttl_ms)
         )
 
     def release(self, token: bytes, announce: bool) -> Command:
@@ -157,13 +157,13 @@ class _ReadCommands:
 
     def attempts_over(
         self, last: Tally | None, granted: bool, fair: FairEntry | None
-    ) -> list[Command]:
+    ) -> tuple[Command, ...]:
         if granted:
             self.owner = asyncio.current_task()
         if fair is None or clean_first_try(last, granted):
-            return []
+            return ()
         keys = self.keys
-        return [fair_leave((keys.rw_queue, keys.rw_heartbeats), keys.wake, fair, granted)]
+        return (fair_leave((keys.rw_queue, keys.rw_heartbeats), keys.wake, fair, granted),)
 
 
 class _WriteCommands:
@@ -186,17 +186,17 @@ class _WriteCommands:
         config = engine.config
         self._marker_ms = ttl_ms(writer_marker_ttl(config.retry_delay, config.retry_jitter))
 
-    def acquire(self, token: bytes, ttl: float, fencing: bool, fair: FairEntry | None) -> Command:
+    def acquire(self, token: bytes, ttl_ms: int, fencing: bool, fair: FairEntry | None) -> Command:
         keys = self.keys
         fence = keys.rw_fence if fencing else None
         if fair is not None:
             # The queue orders writers and readers; no waiting marker needed.
             queue = (keys.rw_queue, keys.rw_heartbeats)
-            return fair_acquire(queue, keys.writer, keys.readers, token, ttl, fence, fair)
+            return fair_acquire(queue, keys.writer, keys.readers, token, ttl_ms, fence, fair)
         lua_keys: tuple[bytes, ...] = (keys.writer, keys.readers, keys.writer_waiting)
         if fence is not None:
             lua_keys += (fence,)
-        return Command(WRITE_ACQUIRE, lua_keys, (token, ttl_ms(ttl), self._marker, self._marker_ms))
+        return Command(WRITE_ACQUIRE, lua_keys, (token, ttl_ms, self._marker, self._marker_ms))
 
     def release(self, token: bytes, announce: bool) -> Command:
         return _announced(RELEASE, self.keys.writer, self.keys.wake, token, announce)
@@ -213,12 +213,12 @@ class _WriteCommands:
 
     def attempts_over(
         self, last: Tally | None, granted: bool, fair: FairEntry | None
-    ) -> list[Command]:
+    ) -> tuple[Command, ...]:
         if clean_first_try(last, granted):
-            return []
+            return ()
         keys = self.keys
         if fair is not None:
-            return [fair_leave((keys.rw_queue, keys.rw_heartbeats), keys.wake, fair, granted)]
+            return (fair_leave((keys.rw_queue, keys.rw_heartbeats), keys.wake, fair, granted),)
         # Clear our writer-waiting marker wherever an attempt may have left it,
         # announced: readers held back by it may be waiting.
-        return [_announced(RELEASE, keys.writer_waiting, keys.wake, self._marker, True)]
+        return (_announced(RELEASE, keys.writer_waiting, keys.wake, self._marker, True),)

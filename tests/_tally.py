@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from redlock_async._engine import Command, Node, Tally, quorum_of
+from redlock_async._engine._restarts import Restarts
 from redlock_async._errors import NodeConnectionError, NodeError
 from redlock_async._scripts import RELEASE
 
@@ -24,6 +25,7 @@ class _Group:
         self.n = n
         self.need = quorum_of(n)
         self.node_timeout = 1.0
+        self.watches: tuple[Restarts | None, ...] | None = None
 
     def resend(self, tally: Tally, index: int, reply: NodeError) -> None:
         raise AssertionError("a plain command is never resent")

@@ -42,6 +42,8 @@ class Quorum:
         self.n = len(self.nodes)
         self.need = quorum_of(self.n)
         self.node_timeout = node_timeout
+        watches = tuple(node.restarts for node in self.nodes)
+        self.watches = None if all(w is None for w in watches) else watches
         for index, node in enumerate(self.nodes):
             node.bind(index)
         # One call that sends to every node: a driver may offer it (run_all)

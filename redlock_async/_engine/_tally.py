@@ -18,6 +18,7 @@ from typing import Protocol
 
 from .._errors import NodeError, NodeTimeoutError
 from ._node import Command, Node, Reply
+from ._restarts import Restarts
 
 __all__ = ["PENDING", "SKIPPED", "Group", "Tally", "is_yes", "quorum_of"]
 
@@ -29,6 +30,8 @@ class Group(Protocol):
     n: int
     need: int
     node_timeout: float
+    watches: tuple[Restarts | None, ...] | None
+    """Each node's restart watch (None: no node has one)."""
 
     def resend(self, tally: Tally, index: int, reply: NodeError) -> None:
         """Node ``index`` failed ``tally``'s command: send it again if that may help."""
@@ -78,6 +81,7 @@ class Tally:
         "quorum",
         "replies",
         "resend_until",
+        "watches",
     )
 
     def __init__(
@@ -89,6 +93,9 @@ class Tally:
     ) -> None:
         self.group = group  # the nodes, and their node_timeout
         self.command: Command | None = command  # what every node was sent (until all answered)
+        # The nodes' restart watches, for a granting script only: the
+        # quarantine turns yes votes of restarted nodes into failures.
+        self.watches = group.watches if command.grants else None
         self.n = self.missing = n = group.n
         self.quorum = self._yes_short = need = group.need  # yes votes still needed
         self._no_short = n - need + 1  # refusals and failures that rule a quorum out
@@ -118,11 +125,11 @@ class Tally:
         replies = self.replies
         if replies[index] is not PENDING:
             return  # never count a node twice
-        command = self.command
-        if command is not None and command.grants:
+        watches = self.watches
+        if watches is not None and type(reply) is int and reply > 0:
             # Restart quarantine, applied here for every driver (_restarts.py):
             # a restarted or unwatchable node's yes to a granting script fails.
-            watch = self.group.nodes[index].restarts
+            watch = watches[index]
             if watch is not None and watch.until:
                 reply = watch.vote(reply, asyncio.get_running_loop().time())
         replies[index] = reply

@@ -81,7 +81,9 @@ async def test_a_release_cancelled_during_a_renewal_still_releases(
     # without losing the lock (with ttl=0.6 it did, and no renewal ever flew).
     lock = redlock.lock("job", ttl=1.5)
     assert await lock.acquire()
-    assert await eventually(lambda: lock._renewer.in_flight is not None, within=5.0)
+    assert await eventually(
+        lambda: lock._renewer is not None and lock._renewer.in_flight is not None, within=5.0
+    )
     if how == "asyncio.timeout":
         with pytest.raises(TimeoutError):
             async with asyncio.timeout(0.001):

@@ -204,7 +204,7 @@ async def test_a_release_during_a_renewal_in_flight_leaves_no_key(
     assert await lock.acquire()
     for _ in range(20):
         await asyncio.sleep(0.01)
-        if lock._renewer.in_flight is not None:
+        if lock._renewer is not None and lock._renewer.in_flight is not None:
             break
     await lock.release()
     assert await no_keys_left(redis_nodes)

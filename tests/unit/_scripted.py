@@ -309,7 +309,7 @@ class Cluster:
 
     def lock(self, name: str = "res", **options: Unpack[LockKeywords]) -> Lock:
         opts = LockOptions(**options)
-        commands = ExclusiveCommands(self.keys(name), opts.ttl)
+        commands = ExclusiveCommands(self.keys(name))
         return Lock(self.engine, self.holdings, name, opts, commands)
 
     def rwlock(self, name: str = "res", **defaults: Unpack[LockKeywords]) -> RWLock:
