@@ -46,7 +46,9 @@ async def acquire(
 
     Raises RedlockError when the engine is closing (``aclose()`` began).
     """
-    commands.attempts_begin()
+    stateful = commands.stateful  # only the read-write views: exclusive locks skip both calls
+    if stateful:
+        commands.attempts_begin()
     deadline = None if limit is None else engine.clock() + limit
     fair = _fair_entry(engine, commands) if options.fair else None
     subscription: Subscription | None = None
@@ -130,8 +132,9 @@ async def acquire(
         if subscription is not None:
             subscription.close()
         # Nobody awaits these: they must run on cancellation too.
-        for cleanup in commands.attempts_over(last, grant is not None, fair):
-            engine.fanout(cleanup, after=last)
+        if stateful or fair is not None:
+            for cleanup in commands.attempts_over(last, grant is not None, fair):
+                engine.fanout(cleanup, after=last)
 
 
 def _fair_entry(engine: Engine, commands: Commands) -> FairEntry:

@@ -42,6 +42,9 @@ class Commands(Protocol):
     """Every key and channel of the lock's name."""
     fences: bool
     """Whether grants of this kind can carry fencing tokens."""
+    stateful: bool
+    """Whether ``attempts_begin``/``attempts_over`` matter outside fair mode
+    (the read-write views: the upgrade check, the writer-waiting marker)."""
 
     def acquire(self, token: bytes, ttl_ms: int, fencing: bool, fair: FairEntry | None) -> Command:
         """One attempt to grant ``token`` for ``ttl_ms`` milliseconds."""
@@ -109,6 +112,7 @@ class ExclusiveCommands:
 
     kind = b"x:"
     fences = True
+    stateful = False
 
     def __init__(self, keys: KeyLayout) -> None:
         self.keys = keys

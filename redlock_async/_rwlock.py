@@ -129,6 +129,7 @@ class _ReadCommands:
 
     kind = b"r:"
     fences = False
+    stateful = True
 
     def __init__(self, keys: KeyLayout) -> None:
         self.keys = keys
@@ -178,6 +179,7 @@ class _WriteCommands:
 
     kind = b"w:"
     fences = True
+    stateful = True
 
     def __init__(self, keys: KeyLayout, engine: Engine, check: Callable[[], None]) -> None:
         self.keys = keys

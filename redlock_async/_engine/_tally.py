@@ -126,9 +126,10 @@ class Tally:
         if replies[index] is not PENDING:
             return  # never count a node twice
         watches = self.watches
-        if watches is not None and type(reply) is int and reply > 0:
+        if watches is not None:
             # Restart quarantine, applied here for every driver (_restarts.py):
-            # a restarted or unwatchable node's yes to a granting script fails.
+            # a restarted or unwatchable node's yes to a granting script fails
+            # (vote() leaves every other reply as it is).
             watch = watches[index]
             if watch is not None and watch.until:
                 reply = watch.vote(reply, asyncio.get_running_loop().time())
