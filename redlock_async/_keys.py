@@ -67,49 +67,84 @@ class KeyLayout:
     All share the hash tag of :attr:`lock`, so one name lives in one Redis
     Cluster slot. Locks, the read-write views and the CLI's ``status`` all
     read their keys from here (docs/keys.md lists them for operators).
+    Only the two keys every grant uses are kept; the others are spelled
+    when asked for (a process holding 100,000 locks keeps 100,000 layouts).
     """
 
-    __slots__ = (
-        "fair_queue",
-        "fair_readers",
-        "fence",
-        "heartbeats",
+    __slots__ = ("lock", "wake")
+
+    NAMES = (
         "lock",
-        "readers",
-        "rw_fence",
-        "rw_heartbeats",
-        "rw_queue",
+        "fence",
         "wake",
+        "fair_queue",
+        "heartbeats",
+        "fair_readers",
         "writer",
+        "readers",
         "writer_waiting",
+        "rw_fence",
+        "rw_queue",
+        "rw_heartbeats",
     )
+    """Every key and channel a layout names, for whoever needs them all."""
 
     def __init__(self, prefix: str, name: str) -> None:
         base = lock_key(prefix, name)
         self.lock = base
         """Exclusive lock: the string holding the grant's token."""
-        self.fence = base + b":fence"
-        """Exclusive lock: the fencing counter (no expiry)."""
         self.wake = base + b":wake"
         """The sharded pub/sub channel releases of the name are announced on."""
-        self.fair_queue = base + b":q"
+
+    @property
+    def fence(self) -> bytes:
+        """Exclusive lock: the fencing counter (no expiry)."""
+        return self.lock + b":fence"
+
+    @property
+    def fair_queue(self) -> bytes:
         """Fair exclusive waiters: sorted set, waiter id -> ticket."""
-        self.heartbeats = base + b":qh"
+        return self.lock + b":q"
+
+    @property
+    def heartbeats(self) -> bytes:
         """Fair exclusive waiters: sorted set, waiter id -> expiry (server ms)."""
-        self.fair_readers = base + b":xr"
+        return self.lock + b":qh"
+
+    @property
+    def fair_readers(self) -> bytes:
         """A key never written: the fair script's reader set, for an exclusive lock."""
-        self.writer = base + b":w"
+        return self.lock + b":xr"
+
+    @property
+    def writer(self) -> bytes:
         """Read-write lock: the writer's token."""
-        self.readers = base + b":r"
+        return self.lock + b":w"
+
+    @property
+    def readers(self) -> bytes:
         """Read-write lock: sorted set, reader token -> expiry (server ms)."""
-        self.writer_waiting = base + b":ww"
+        return self.lock + b":r"
+
+    @property
+    def writer_waiting(self) -> bytes:
         """Read-write lock: a writer is waiting, new readers are refused."""
-        self.rw_fence = base + b":rwfence"
+        return self.lock + b":ww"
+
+    @property
+    def rw_fence(self) -> bytes:
         """Read-write lock: the writers' fencing counter (no expiry)."""
-        self.rw_queue = base + b":rwq"
+        return self.lock + b":rwfence"
+
+    @property
+    def rw_queue(self) -> bytes:
         """Fair read-write waiters: sorted set, waiter id -> ticket."""
-        self.rw_heartbeats = base + b":rwqh"
+        return self.lock + b":rwq"
+
+    @property
+    def rw_heartbeats(self) -> bytes:
         """Fair read-write waiters: sorted set, waiter id -> expiry (server ms)."""
+        return self.lock + b":rwqh"
 
     def __repr__(self) -> str:
         return f"KeyLayout({self.lock!r})"

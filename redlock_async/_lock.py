@@ -117,7 +117,7 @@ class Lock:
         self._name = name
         self._options = options
         self._commands = commands
-        self._renewer: Renewer | None = None  # made when first needed: many locks never renew
+        self._renewer: Renewer[Lock] | None = None  # made when first needed: many locks never renew
         self._grant: Grant | None = None
         self._acquiring = False
         self._loss = Loss()
@@ -235,9 +235,9 @@ class Lock:
             if self._grant is grant and self._options.auto_extend:
                 renewer.start(grant)
 
-    def _renewal(self) -> Renewer:
+    def _renewal(self) -> Renewer[Lock]:
         if self._renewer is None:
-            self._renewer = Renewer(self._engine, self._commands, self._lose)
+            self._renewer = Renewer(self._engine, self._commands, weakref.ref(self), Lock._lose)
         return self._renewer
 
     def _require_grant(self) -> Grant:

@@ -22,6 +22,7 @@ import asyncio
 import weakref
 from collections.abc import Callable, Mapping
 from functools import partial
+from typing import Generic, TypeVar
 
 from ._commands import Commands
 from ._engine import Engine, Tally
@@ -31,23 +32,40 @@ from ._timing import extend_retry_interval, loss_deadline, renewal_delay, renewa
 
 __all__ = ["LoseCallback", "Renewer"]
 
-LoseCallback = Callable[[str, Mapping[str, NodeError]], object]
-"""Told (reason, per-node errors) when renewal cannot keep the grant."""
+_Owner = TypeVar("_Owner")
 
-_Ref = weakref.ReferenceType["Renewer"]
+LoseCallback = Callable[[_Owner, str, Mapping[str, NodeError]], object]
+"""Told (owner, reason, per-node errors) when renewal cannot keep the grant."""
 
 
-class Renewer:
+class Renewer(Generic[_Owner]):
     """Sends one lock's extends: on demand (``send``) and on a schedule (``start``)."""
 
-    __slots__ = ("__weakref__", "_commands", "_engine", "_lose", "_timer", "errors", "in_flight")
+    __slots__ = (
+        "__weakref__",
+        "_commands",
+        "_engine",
+        "_lose",
+        "_owner",
+        "_timer",
+        "errors",
+        "in_flight",
+    )
 
-    def __init__(self, engine: Engine, commands: Commands, lose: LoseCallback) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        commands: Commands,
+        owner: weakref.ReferenceType[_Owner],
+        lose: LoseCallback[_Owner],
+    ) -> None:
         self._engine = engine
         self._commands = commands
-        # Weak: the lock owns its renewer; a strong reference back would keep
-        # a forgotten lock (and its renewals) alive until a cycle collection.
-        self._lose = weakref.WeakMethod(lose)
+        # The owner (the lock) weakly: it owns its renewer, and a strong
+        # reference back would keep a forgotten lock (and its renewals)
+        # alive until a cycle collection. ``lose(owner, ...)`` tells it.
+        self._owner = owner
+        self._lose = lose
         self._timer: asyncio.TimerHandle | None = None
         self.in_flight: Tally | None = None
         # Of the renewals that failed in a row (reported with the loss).
@@ -128,14 +146,15 @@ class Renewer:
         return loss_deadline(grant.validity_end, grant.ttl, self._engine.config.node_timeout)
 
     def _tell_lost(self, reason: str, errors: Mapping[str, NodeError]) -> None:
-        lose = self._lose()
-        if lose is not None:
-            lose(reason, errors)
+        owner = self._owner()
+        if owner is not None:
+            self._lose(owner, reason, errors)
 
-    def tick(self, grant: Grant) -> None:
+    def tick(self, ref: weakref.ReferenceType[Renewer[_Owner]], grant: Grant) -> None:
         self._timer = None
         started = self._engine.clock()
-        if started >= self._deadline(grant):
+        deadline = self._deadline(grant)
+        if started >= deadline:
             if self.errors:
                 reason = "renewals could not reach a quorum before its validity ended"
             else:
@@ -143,9 +162,8 @@ class Renewer:
             self._tell_lost(reason, self.errors)
             return
         tally = self.in_flight = self.send(grant, grant.ttl)
-        ref = weakref.ref(self)
         tally.decided.add_done_callback(partial(_renewed, ref, grant, tally, started))
-        guard = self._deadline(grant) - started
+        guard = deadline - started
         if guard < self._engine.config.node_timeout:
             # A retry close to the loss deadline: its verdict may come after
             # it, so the deadline is kept by a timer of its own.
@@ -184,20 +202,26 @@ class Renewer:
             self._timer = loop.call_at(due, _tick, weakref.ref(self), grant, due)
 
 
-def _tick(ref: _Ref, grant: Grant, due: float) -> None:
+def _tick(ref: weakref.ReferenceType[Renewer[_Owner]], grant: Grant, due: float) -> None:
     # ``due``: when this renewal was meant to run (the benchmark measures the lag).
     renewer = ref()
     if renewer is not None and renewer._timer is not None:
-        renewer.tick(grant)
+        renewer.tick(ref, grant)
 
 
-def _overdue(ref: _Ref, tally: Tally) -> None:
+def _overdue(ref: weakref.ReferenceType[Renewer[_Owner]], tally: Tally) -> None:
     renewer = ref()
     if renewer is not None:
         renewer.overdue(tally)
 
 
-def _renewed(ref: _Ref, grant: Grant, tally: Tally, started: float, _: object) -> None:
+def _renewed(
+    ref: weakref.ReferenceType[Renewer[_Owner]],
+    grant: Grant,
+    tally: Tally,
+    started: float,
+    _: object,
+) -> None:
     renewer = ref()
     if renewer is not None:
         renewer.renewed(grant, tally, started)

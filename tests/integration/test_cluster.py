@@ -54,7 +54,7 @@ async def test_cluster_beside_plain_nodes(
 def test_every_key_of_a_name_shares_a_slot(name: str) -> None:
     key = lock_key("redlock:", name)
     layout = KeyLayout("redlock:", name)
-    others = [getattr(layout, field) for field in KeyLayout.__slots__]
+    others = [getattr(layout, field) for field in KeyLayout.NAMES]
     assert len(others) == 12
     assert {key_slot(k) for k in others} == {key_slot(key)}
 
