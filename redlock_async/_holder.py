@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import NamedTuple
 
+from ._engine import Command, Engine, Tally
 from ._errors import LockLost
 
 _log = logging.getLogger("redlock_async")
 
-__all__ = ["Body", "Loss"]
+__all__ = ["Body", "Cleanup", "Loss"]
 
 
 class Loss:
@@ -55,28 +57,60 @@ class Loss:
             self._event.clear()
 
 
-class Body:
-    """Which task runs a lock's ``async with`` body; cancels it when the lock is lost."""
+class Cleanup(NamedTuple):
+    """The release of a lost grant, ordered after its acquire, resent until ``until``."""
 
-    __slots__ = ("_cancelled", "_task")
+    after: Tally
+    release: Command
+    until: float
+
+
+class Body:
+    """Which task runs a lock's ``async with`` body; stops it when the lock is lost.
+
+    A lost grant's keys are not released while the body may still be working
+    on what the lock protects: the next holder would get in at once, while
+    a write of this body may still be on its way. The release waits until
+    the body has stopped (``exited``), or until ``aclose()`` gives up waiting
+    (``flush``); the keys expire with the ttl in any case.
+    """
+
+    __slots__ = ("_cancelled", "_task", "pending")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._task = asyncio.current_task(loop)  # entering `async with`: the body's task
         self._cancelled = False  # a cancel request of ours is pending
+        self.pending: Cleanup | None = None  # the release held back until the body stops
 
-    def cancel(self, reason: str, loop: asyncio.AbstractEventLoop) -> None:
-        """Cancel the body, unless it is the caller (its extend() raises LockLost already)."""
+    def stop(
+        self, cleanup: Cleanup, cancel: bool, error: LockLost, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """The lock is lost (``error``): hold ``cleanup`` back; ``cancel``: cancel the body.
+
+        Not when the body is the caller: its extend() raises LockLost already.
+        """
+        self.pending = cleanup
         task = self._task
-        if task is not None and not task.done() and task is not asyncio.current_task(loop):
+        if not cancel or task is None or task.done():
+            return
+        if task is not asyncio.current_task(loop):
             self._cancelled = True
-            task.cancel(reason)
+            task.cancel(f"redlock_async: {error}")
 
-    def exited(self) -> bool:
+    def flush(self, engine: Engine) -> None:
+        """Send the held-back release now."""
+        cleanup, self.pending = self.pending, None
+        if cleanup is not None:
+            engine.undo(*cleanup)
+
+    def exited(self, engine: Engine) -> bool:
         """The body ended; True when a cancellation from outside is in flight.
 
-        Our own cancel request is undone; if it was the only one, the
-        CancelledError in flight is ours, and the lock turns it into LockLost.
+        The held-back release goes out now. Our own cancel request is undone;
+        if it was the only one, the CancelledError in flight is ours, and the
+        lock turns it into LockLost.
         """
+        self.flush(engine)
         task = self._task
         if not self._cancelled:
             return False

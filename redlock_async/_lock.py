@@ -22,7 +22,7 @@ from ._config import LockOptions, check_seconds, check_ttl
 from ._engine import Engine
 from ._errors import LockLost, LockNotAcquired, LockNotOwned, NodeError, RedlockError
 from ._grant import Grant
-from ._holder import Body, Loss
+from ._holder import Body, Cleanup, Loss
 from ._release import judge_release, send_release
 from ._renewal import Renewer
 
@@ -54,6 +54,7 @@ class Unset:
 
 UNSET: Final = Unset()
 _NO_ERRORS: Final[Mapping[str, NodeError]] = MappingProxyType({})
+_ORPHANED = "it was held on another event loop or by the parent process before a fork"
 
 
 class Holdings:
@@ -69,10 +70,16 @@ class Holdings:
         self.discard = self._locks.discard
         engine.on_rehome.append(self.orphan_all)
 
-    def lose_all(self, reason: str) -> None:
-        """Every held lock is lost (``aclose()``): told, cancelled, released."""
+    def lose_all(self, reason: str) -> list[Body]:
+        """Every held lock is lost (``aclose()``): told, cancelled, released.
+
+        Returns the bodies still running: their locks are released once they
+        stop (see ``Body.stop``), and ``aclose()`` waits for that.
+        """
+        bodies = [lock._body for lock in self._locks if lock._body is not None]
         for lock in list(self._locks):
             lock._lose(reason, {})
+        return bodies
 
     def orphan_all(self) -> None:
         """The grants belong to another event loop or the parent process: dropped silently."""
@@ -241,11 +248,9 @@ class Lock:
         return self._renewer
 
     def _require_grant(self) -> Grant:
-        if self._grant is None:
-            if self._loss.error is not None:
-                raise self._loss.error
-            raise LockNotOwned(f"lock {self._name!r} is not held by this object")
-        return self._grant
+        if self._grant is not None:
+            return self._grant
+        raise self._loss.error or LockNotOwned(f"lock {self._name!r} is not held by this object")
 
     async def release(self) -> None:
         """Release the grant on every node.
@@ -283,8 +288,7 @@ class Lock:
             if self._renewer is not None:
                 self._renewer.forget()
             self._body = None
-            why = "it was held on another event loop or by the parent process before a fork"
-            self._loss.mark(LockLost(f"lock {self._name!r} was lost: {why}"))
+            self._loss.mark(LockLost(f"lock {self._name!r} was lost: {_ORPHANED}"))
 
     def _lose(self, reason: str, errors: Mapping[str, NodeError]) -> LockLost:
         """Mark the held grant lost, tell the holder, clean up; returns the error."""
@@ -293,12 +297,15 @@ class Lock:
         if grant is None:
             return self._loss.error or error
         self._drop(grant)
-        # Remnants on a minority would only block the next holder until expiry.
-        release = self._commands.release(grant.token, False)
-        self._engine.undo(grant.acquired, release, time.monotonic() + grant.ttl)
         self._loss.tell(error, self._options.on_lost, self)
-        if self._options.cancel_on_lost and self._body is not None:
-            self._body.cancel(f"redlock_async: {error}", self._engine.loop())
+        # Remnants on a minority would only block the next holder until expiry;
+        # not while a body may still work, though: only once it has stopped.
+        release = self._commands.release(grant.token, False)
+        cleanup = Cleanup(grant.acquired, release, time.monotonic() + grant.ttl)
+        if self._body is None:
+            self._engine.undo(*cleanup)
+        else:
+            self._body.stop(cleanup, self._options.cancel_on_lost, error, self._engine.loop())
         return error
 
     async def __aenter__(self) -> Self:
@@ -317,7 +324,7 @@ class Lock:
         tb: TracebackType | None,
     ) -> None:
         body, self._body = self._body, None
-        if body is not None and body.exited():
+        if body is not None and body.exited(self._engine):
             return  # an outside cancellation stays a cancellation
         if self._loss.error is not None:
             raise self._loss.error

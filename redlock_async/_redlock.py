@@ -207,10 +207,19 @@ class Redlock:
         # a fork) are forgotten first: only this loop's can be closed here.
         core.loop()
         core.closing = True  # no new attempt from here on
-        self._holdings.lose_all("its Redlock was closed (aclose) while it was held")
+        bodies = self._holdings.lose_all("its Redlock was closed (aclose) while it was held")
+        # Their releases go out as their bodies stop; those that do not stop
+        # in time are released anyway (they were told and cancelled).
+        limit = stall_limit(core.config.node_timeout)
+        for _ in range(int(limit / 0.005)):  # polled: aclose() is rare
+            if all(body.pending is None for body in bodies):
+                break
+            await asyncio.sleep(0.005)
+        for body in bodies:
+            body.flush(core)
         # Attempts in flight decide (a grant now is released at once), and
         # every cleanup gets its replies, before the connections close.
-        await core.drain(stall_limit(core.config.node_timeout))
+        await core.drain(limit)
         core.close()
         if core.wake is not None:
             await core.wake.aclose()
