@@ -67,6 +67,14 @@ class Address:
     password: str | None = field(default=None, repr=False)
     tls: bool = False
 
+    def auth_command(self) -> tuple[object, ...] | None:
+        """The AUTH command a new connection sends first; None without a password."""
+        if self.password is None:
+            return None
+        if self.username is None:
+            return (b"AUTH", self.password)
+        return (b"AUTH", self.username, self.password)
+
 
 @dataclass(frozen=True, slots=True)
 class _Parts:

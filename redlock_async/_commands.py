@@ -40,8 +40,6 @@ class Commands(Protocol):
     """Prefix of fair queue entries: ``x:``, ``r:`` or ``w:``."""
     keys: KeyLayout
     """Every key and channel of the lock's name."""
-    fences: bool
-    """Whether grants of this kind can carry fencing tokens."""
     stateful: bool
     """Whether ``attempts_begin``/``attempts_over`` matter outside fair mode
     (the read-write views: the upgrade check, the writer-waiting marker)."""
@@ -111,7 +109,6 @@ class ExclusiveCommands:
     __slots__ = ("keys",)
 
     kind = b"x:"
-    fences = True
     stateful = False
 
     def __init__(self, keys: KeyLayout) -> None:

@@ -128,7 +128,6 @@ class _ReadCommands:
     __slots__ = ("keys", "owner")
 
     kind = b"r:"
-    fences = False
     stateful = True
 
     def __init__(self, keys: KeyLayout) -> None:
@@ -178,7 +177,6 @@ class _WriteCommands:
     __slots__ = ("_check", "_marker", "_marker_ms", "keys")
 
     kind = b"w:"
-    fences = True
     stateful = True
 
     def __init__(self, keys: KeyLayout, engine: Engine, check: Callable[[], None]) -> None:

@@ -134,9 +134,7 @@ def test_extend_without_a_grant_raises() -> None:
 # -- the renewal schedule ----------------------------------------------------
 
 
-def test_renewals_are_due_at_two_thirds_of_the_ttl_left_less_spread_on_the_grid(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_renewals_are_due_at_two_thirds_of_the_ttl_left_less_spread_on_the_grid() -> None:
     # The spread comes from the engine's rng: seeded here to replay it.
     spreads = random.Random(7)
     c = granted_cluster()
@@ -174,9 +172,7 @@ def test_renewals_are_due_at_two_thirds_of_the_ttl_left_less_spread_on_the_grid(
     assert all(sent.args == (b"tok1", 3000) for _, sent in c.sent(EXTEND.name))
 
 
-def test_a_renewal_that_fails_on_too_many_nodes_is_retried(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_renewal_that_fails_on_too_many_nodes_is_retried() -> None:
     c = granted_cluster(retry_delay=0.2)
     c.engine.rng.seed(7)
     c.script(EXTEND.name, 1, sequence(DOWN, DOWN, 1), sequence(DOWN, DOWN, 1))
@@ -233,9 +229,7 @@ def test_renewal_loss_at_the_loss_deadline_cancels_the_body() -> None:
     assert all(sent.at == pytest.approx(c.clock(), abs=0.005) for _, sent in releases)
 
 
-def test_renewal_retries_are_spaced_out_until_the_loss_deadline(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_renewal_retries_are_spaced_out_until_the_loss_deadline() -> None:
     # Nodes that fail at once (connection refused, or a driver backing off
     # answers without sending): retries must still wait min(retry_delay,
     # time left), not spin. renewal_due() rounds the last retry down to the

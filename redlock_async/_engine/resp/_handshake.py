@@ -60,10 +60,8 @@ class Handshake:
 
     def start(self, address: Address, scripts: Sequence[Script]) -> None:
         """Queue the handshake on the connection, ahead of any command."""
-        if address.password is not None:
-            auth: tuple[object, ...] = (b"AUTH", address.password)
-            if address.username is not None:
-                auth = (b"AUTH", address.username, address.password)
+        auth = address.auth_command()
+        if auth is not None:
             self._send(pack(auth), self.AUTH)
         if address.db:
             self._send(pack((b"SELECT", address.db)), self.SELECT)

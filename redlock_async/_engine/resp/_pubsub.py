@@ -137,10 +137,8 @@ class RespSubscriber:
                         conn.transport.close()
                     return
                 self.conn = conn
-                if address.password is not None:
-                    auth: tuple[object, ...] = (b"AUTH", address.password)
-                    if address.username is not None:
-                        auth = (b"AUTH", address.username, address.password)
+                auth = address.auth_command()
+                if auth is not None:
                     self._send(*auth)
                 for channel, future in list(self.confirmed.items()):
                     if future.done():
