@@ -68,6 +68,12 @@ async def acquire(
             # attempt fails here, and a restart seen meanwhile must cover it.
             if ttl > ttls.longest:
                 ttls.granted(ttl)
+            # A bounded number of attempts on the wire (_engine/_admission.py).
+            admission = engine.admission
+            if admission.free > 0:
+                admission.free -= 1
+            else:
+                await admission.wait()  # cancelled here: nothing was sent
             started = engine.clock()
             tally = last = engine.fanout(command)
             fencing: int | None = None
@@ -81,6 +87,8 @@ async def acquire(
                 tally.abandon()
                 engine.undo(tally, commands.release(token, False))
                 raise
+            finally:
+                admission.leave()
             if ok:
                 # Validity is judged after the write-back: it is part of the grant.
                 now = engine.clock()

@@ -8,6 +8,7 @@ check is ``Tally.settle`` itself, not a copy of its rule.
 from __future__ import annotations
 
 import asyncio
+from typing import cast
 
 from redlock_async._engine import Command, Node, Tally, quorum_of
 from redlock_async._engine._restarts import Restarts
@@ -17,11 +18,18 @@ from redlock_async._scripts import RELEASE
 __all__ = ["decide", "tally_of"]
 
 
+class _Silent:
+    """A node that has never answered anything: its votes time out at once."""
+
+    def silent_since(self) -> float:
+        return float("-inf")
+
+
 class _Group:
-    """The fan-out side of a tally, with nothing behind it (no nodes, no resends)."""
+    """The fan-out side of a tally, with nothing behind it (silent nodes, no resends)."""
 
     def __init__(self, n: int) -> None:
-        self.nodes: tuple[Node, ...] = ()
+        self.nodes = cast(tuple[Node, ...], tuple(_Silent() for _ in range(n)))
         self.n = n
         self.need = quorum_of(n)
         self.node_timeout = 1.0

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 from .._config import RedlockConfig
 from .._errors import RedlockError
+from ._admission import LIMIT, Admission
 from ._node import Command, Node, Unsent
 from ._quorum import Quorum
 from ._restarts import TtlLedger
@@ -93,6 +94,9 @@ class Engine:
         # settles and is cleaned up (cleanups still go out until closed).
         self.closing = False
         self.ttls = ttls or TtlLedger()  # the longest ttl granted: quarantine length
+        # Bounds the acquire attempts on the wire; the rest wait their turn.
+        self._limit = min((node.concurrency for node in self.nodes), default=LIMIT)
+        self.admission = Admission(self._limit)
         # Told after the fan-outs moved to another loop or into a forked
         # child (the lock layer then drops the grants it held).
         self.on_rehome: list[Callable[[], None]] = []
@@ -120,6 +124,7 @@ class Engine:
         """
         for node in self.nodes:
             node.reset()
+        self.admission = Admission(self._limit)  # waiters of the old loop are gone with it
         if self.wake is not None:
             self.wake.reset()
         for listener in self.on_rehome:

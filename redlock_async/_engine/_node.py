@@ -151,6 +151,12 @@ class Node(Protocol):
         ...
 
     @property
+    def concurrency(self) -> int:
+        """Commands this node runs at once; more wait in the driver. The
+        engine admits no more acquire attempts at once than its least node."""
+        ...
+
+    @property
     def wake_source(self) -> WakeSource | None:
         """Makes this node's subscriber for release announcements (called
         with the Redlock's ``WakeHub``); None: its waiters poll."""
@@ -170,8 +176,18 @@ class Node(Protocol):
         """Send ``command``; later call ``sink.settle(index, reply-or-NodeError)`` once."""
         ...
 
-    def check_stall(self) -> None:
-        """Told that a command on this node outlived ``node_timeout``."""
+    def silent_since(self) -> float:
+        """Told that a command on this node outlived ``node_timeout`` since its
+        fan-out; returns the loop time since which the node has been silent.
+
+        Silent means: nothing came back since it last answered, or since the
+        oldest command still unanswered was written, whichever is later. A
+        node answering a backlog of our own commands is not silent: its
+        command is waiting behind ours, which is the client's doing, not the
+        node's (``Tally.expire``). ``-inf`` when the driver cannot tell: the
+        command then fails ``node_timeout`` after its fan-out. The driver may
+        also drop a connection that stalled for ``stall_limit`` here.
+        """
         ...
 
     def reset(self) -> None:

@@ -2,14 +2,18 @@
 
 :meth:`Quorum.fanout` sends a command to all nodes and returns a tally at
 once; one slow node cannot cancel or delay the others' votes. The quorum
-keeps the deadlines of its fan-outs (one timer for all of them), binds to
-the running event loop (and notices a move to another loop or a fork), and
-resends cleanups whose connection failed (``_resend.py``).
+keeps the deadlines of its fan-outs (one timer for all of them) and looks
+again at votes still pending on nodes that were busy, not silent
+(``Tally.expire``), binds to the running event loop (and notices a move to
+another loop or a fork), and resends cleanups whose connection failed
+(``_resend.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import os
 import threading
 import time
@@ -57,7 +61,16 @@ class Quorum:
         # Tallies with replies missing, in deadline order (all deadlines are
         # start + node_timeout); a tally removes itself once complete.
         self._due: dict[Tally, None] = {}
+        # Tallies past that deadline whose missing nodes were busy, not
+        # silent: looked at again when each could have been silent long
+        # enough (heap of (when, sequence, tally); rare, so a heap is fine).
+        self._again: list[tuple[float, int, Tally]] = []
+        self._sequence = itertools.count()
         self._timer: asyncio.TimerHandle | None = None
+        # When the sweep timer was meant to run, and whether the sweep is
+        # taking its second look after finding the loop late (see _sweep).
+        self._timer_at = 0.0
+        self._second_look = False
         # The running loop, remembered: asyncio.get_running_loop() makes a
         # getpid() syscall, which cost ~2% of a grant at 50 tasks. Only
         # asyncio's own loops are remembered (see fanout); after a fork the
@@ -116,6 +129,7 @@ class Quorum:
             due = tally.due = self._due
             due[tally] = None
             if self._timer is None:
+                self._timer_at = tally.deadline
                 self._timer = loop.call_at(tally.deadline, self._sweep)
         return tally
 
@@ -164,6 +178,7 @@ class Quorum:
             self._timer = None  # a handle of the old loop: dropped, not cancelled
             self.resends = set()
             self._due = {}
+            self._again = []
             self.on_rehome()
         self._home = loop
         self._home_pid = pid
@@ -180,20 +195,35 @@ class Quorum:
         # Polled: aclose() is rare, and a notification would cost every
         # fan-out a check on the hot path.
         while loop.time() < deadline:
-            if not self._due:
+            if self._idle():
                 # The tasks whose fan-outs just decided take their next step
                 # (a cleanup is a new fan-out) in the next loop iterations.
                 for _ in range(3):
                     await asyncio.sleep(0)
-                if not self._due:
+                if self._idle():
                     return
             await asyncio.sleep(0.005)
 
+    def _idle(self) -> bool:
+        return not self._due and not any(tally.missing for _, _, tally in self._again)
+
     def _sweep(self) -> None:
         self._timer = None
-        due = self._due
         loop = asyncio.get_running_loop()
         now = loop.time()
+        if now - self._timer_at > _LATE and not self._second_look:
+            # The loop ran this timer late: it was busy or blocked, and
+            # replies may be sitting unread in the sockets. uvloop runs due
+            # timers before it polls for I/O, so look again after one poll
+            # (a timer a millisecond away runs after the next poll on every
+            # loop) rather than time out nodes that did answer.
+            self._second_look = True
+            self._timer_at = now + _SECOND_LOOK
+            self._timer = loop.call_at(self._timer_at, self._sweep)
+            return
+        self._second_look = False
+        due = self._due
+        again = self._again
         expired: list[Tally] = []
         for tally in due:
             if tally.deadline > now:
@@ -202,9 +232,20 @@ class Quorum:
         for tally in expired:
             del due[tally]
             tally.due = None
-            tally.expire()
-        if due:
-            self._timer = loop.call_at(next(iter(due)).deadline, self._sweep)
+            when = tally.expire(now)
+            if when is not None:
+                heapq.heappush(again, (when, next(self._sequence), tally))
+        while again and again[0][0] <= now:
+            _, _, tally = heapq.heappop(again)
+            when = tally.expire(now)
+            if when is not None:
+                heapq.heappush(again, (when, next(self._sequence), tally))
+        nxt: float | None = next(iter(due)).deadline if due else None
+        if again and (nxt is None or again[0][0] < nxt):
+            nxt = again[0][0]
+        if nxt is not None:
+            self._timer_at = nxt
+            self._timer = loop.call_at(nxt, self._sweep)
 
     def resend(self, tally: Tally, index: int, reply: NodeError) -> None:
         resend(self, tally, index, reply)
@@ -218,12 +259,18 @@ class Quorum:
             self._timer.cancel()
             self._timer = None
         due, self._due = self._due, {}
-        for tally in due:
+        again, self._again = self._again, []
+        for tally in [*due, *(tally for _, _, tally in again)]:
             tally.due = None
-            tally.expire()
+            tally.expire(0.0, force=True)
 
 
 _get_ident = threading.get_ident
+
+# A sweep that runs this much after its time found the loop busy or blocked
+# (see _sweep), and how far away its second look is.
+_LATE = 0.002
+_SECOND_LOOK = 0.001
 
 
 def _nothing() -> None:

@@ -3,7 +3,12 @@
 Every node's outcome - reply, error reply, broken connection, timeout - is
 recorded as a value (nothing raises mid-flight). ``tally.decided`` completes
 as soon as the outcome is known: a quorum of yes votes, or so many refusals
-and failures that a quorum is out of reach, or ``node_timeout`` has passed.
+and failures that a quorum is out of reach, or the silent nodes' votes have
+timed out. A node's vote times out once the node has been silent toward us
+for ``node_timeout`` - counted from when it last answered or when its oldest
+unanswered command was written, never from when the client queued ours: a
+node working through a backlog of our own commands keeps its vote (see
+:meth:`Tally.expire`).
 Late replies are still recorded, and callers may chain work after them
 (:meth:`Tally.when_settled`): that is how cleanup reaches nodes whose reply
 has not arrived yet. The restart quarantine is applied here, once, for
@@ -21,6 +26,11 @@ from ._node import Command, Node, Reply
 from ._restarts import Restarts
 
 __all__ = ["PENDING", "SKIPPED", "Group", "Tally", "is_yes", "quorum_of"]
+
+# Timers may fire up to a millisecond early (uvloop counts whole
+# milliseconds): a node silent for node_timeout less this counts as silent,
+# so that a recheck due at that time cannot find it a hair short, again.
+_EARLY = 0.001
 
 
 class Group(Protocol):
@@ -81,6 +91,7 @@ class Tally:
         "quorum",
         "replies",
         "resend_until",
+        "silent",
         "watches",
     )
 
@@ -102,7 +113,9 @@ class Tally:
         self.deadline = deadline
         self.replies: list[Reply | _Pending] = [PENDING] * n
         self.no = 0
-        self.expired = False  # node_timeout passed with replies missing
+        self.expired = False  # every node still missing has been silent for node_timeout
+        # Per node: its vote timed out while others' have not yet (see expire).
+        self.silent: list[bool] | None = None
         self.decided = decided
         self._waiters: dict[int, list[Callable[[Reply], None]]] | None = None
         # The deadline queue holding this tally until every node answered.
@@ -171,16 +184,51 @@ class Tally:
         """Nodes that answered (or failed) so far."""
         return self.n - self.missing
 
-    def expire(self) -> None:
-        """node_timeout has passed: silent nodes are failed votes from now on."""
-        if self.settled == self.n:
-            return
-        self.expired = True
-        for node, reply in zip(self.nodes, self.replies, strict=True):
-            if reply is PENDING:
-                node.check_stall()
-        if not self.decided.done():
-            self.decided.set_result(self.yes >= self.quorum)
+    def expire(self, now: float, *, force: bool = False) -> float | None:
+        """``node_timeout`` has passed since the fan-out: time out the silent nodes.
+
+        A missing node's vote fails once the node has been silent for
+        ``node_timeout`` (``Node.silent_since``). One that has answered more
+        recently - it is working through commands written before ours, a
+        queue of the client's own making - keeps its vote pending: this
+        returns when to look again (None: nothing left to look at). Counting
+        from the fan-out instead failed healthy nodes whenever the client
+        queued faster than they answered, and each failed attempt added
+        more work (a burst of 5,000 acquires granted none). Validity is still
+        counted from before the send, so a later vote costs validity, never
+        safety. ``force``: every missing node times out now (closing).
+        """
+        if not self.missing:
+            return None
+        limit = self.group.node_timeout - _EARLY
+        silent = self.silent
+        if silent is None:
+            silent = self.silent = [False] * self.n
+        again: float | None = None
+        waiting = 0
+        for index, (node, reply) in enumerate(zip(self.group.nodes, self.replies, strict=True)):
+            if reply is not PENDING or silent[index]:
+                continue
+            # Compared as "due <= now", the same sum the recheck is set to:
+            # "now - since >= limit" can disagree with it by a rounding, and
+            # a recheck due now that finds the node not yet silent would
+            # come back forever.
+            due = float("-inf") if force else node.silent_since() + limit
+            if due <= now:
+                silent[index] = True
+            else:
+                waiting += 1
+                if again is None or due < again:
+                    again = due
+        if not waiting:
+            self.expired = True
+            if not self.decided.done():
+                self.decided.set_result(self.yes >= self.quorum)
+            return None
+        timed_out = sum(1 for i, r in enumerate(self.replies) if r is PENDING and silent[i])
+        if timed_out >= self._no_short and not self.decided.done():
+            self.decided.set_result(False)  # a quorum is out of reach already
+        return again
 
     def when_settled(self, index: int, then: Callable[[Reply], None]) -> None:
         """Run ``then(reply)`` once node ``index`` has answered (now if it has)."""
@@ -200,8 +248,8 @@ class Tally:
     def errors(self) -> dict[str, NodeError]:
         """Each failed node's error; once node_timeout passed, silent nodes count too."""
         result: dict[str, NodeError] = {}
-        for node, reply in zip(self.nodes, self.replies, strict=True):
-            if reply is PENDING and self.expired:
+        for i, (node, reply) in enumerate(zip(self.nodes, self.replies, strict=True)):
+            if reply is PENDING and (self.expired or (self.silent is not None and self.silent[i])):
                 result[node.name] = NodeTimeoutError(
                     f"{node.name}: no reply within node_timeout={self.group.node_timeout}s"
                 )

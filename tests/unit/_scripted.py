@@ -118,6 +118,11 @@ class ScriptedNode:
         self.waiting: list[tuple[Sink, int]] = []  # commands waiting for answer()
         self.never_answered: list[Sent] = []
         self.stall_checks = 0
+        self.concurrency = 1024
+        # What silent_since() answers: -inf (default), silent since always, so
+        # a command fails node_timeout after its fan-out; a test sets a time
+        # to play a node busy answering earlier commands.
+        self.quiet_since = float("-inf")
         self.wake_source = None
         self.restarts: Restarts | None = None  # set by a test to watch restarts
         self.index = -1
@@ -161,8 +166,9 @@ class ScriptedNode:
         sink, index = self.waiting.pop(0)
         sink.settle(index, reply)
 
-    def check_stall(self) -> None:
+    def silent_since(self) -> float:
         self.stall_checks += 1
+        return self.quiet_since
 
     def reset(self) -> None:
         self.waiting.clear()

@@ -128,7 +128,7 @@ def test_tally_decides_as_soon_as_the_outcome_is_known(n: int) -> None:
                 assert tally.yes == yes
                 assert tally.no == no  # refusals only: release and extend read this
                 assert len(tally.errors()) == failed
-                tally.expire()  # node_timeout: whoever is silent failed
+                tally.expire(0.0)  # node_timeout: whoever is silent failed
                 final = yes >= quorum
                 assert tally.decided.result() is final, (combo, order)
                 assert tally.expired is ("silent" in combo)

@@ -9,6 +9,7 @@ mapped in ``_errors.py``, wake-ups go through ``_pubsub.py``.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 
 import redis.exceptions
 from redis.asyncio import Redis, RedisCluster
@@ -21,6 +22,11 @@ from ._errors import never_sent, translate
 from ._pubsub import RedisPySubscriber
 
 __all__ = ["RedisPyNode"]
+
+# Commands one node runs at once, however large the client's pool.
+_MAX_IN_FLIGHT = 256
+# Commands in flight on a node before it has answered anything (slow start).
+_FIRST_WINDOW = 4
 
 
 class RedisPyNode:
@@ -45,6 +51,17 @@ class RedisPyNode:
         self._stall = stall_limit(node_timeout)
         self._tasks: set[asyncio.Task[object]] = set()
         self._index = 0  # position among the Redlock's nodes (bind)
+        self._answered = float("-inf")  # when a command last finished (silent_since)
+        # Commands in flight at most: half the client's pool, so that the
+        # application's own commands on a client it shares still get one.
+        pool = getattr(client, "connection_pool", None)
+        self.concurrency = max(1, min(_MAX_IN_FLIGHT, getattr(pool, "max_connections", 100) // 2))
+        self._backlog: deque[tuple[Command, Sink]] = deque()  # waiting for a slot
+        # Slow start: commands in flight grow by one per answer up to that
+        # bound. Each new pooled connection costs a connect and a handshake;
+        # fifty at once from a cold pool took longer than node_timeout (with
+        # nothing answered yet to show the node was working: silent_since).
+        self._window = _FIRST_WINDOW
         # Plain clients are asked for their run_id with each granting script
         # (see _run_watched); a cluster's INFO would answer for an arbitrary
         # shard, so not there.
@@ -68,12 +85,24 @@ class RedisPyNode:
         self._index = index
 
     def run(self, command: Command, sink: Sink) -> None:
+        if len(self._tasks) >= self._window:
+            # Every command holds a pooled connection while it runs, and a
+            # full pool fails the next at once ("Too many connections"): a
+            # burst waits here instead, its silence not the node's (see
+            # silent_since), each command started as another one finishes.
+            self._backlog.append((command, sink))
+            return
         index = self._index
         task: asyncio.Task[object] = asyncio.get_running_loop().create_task(self._run(command))
         self._tasks.add(task)
 
         def done(task: asyncio.Task[object]) -> None:
             self._tasks.discard(task)
+            self._answered = task.get_loop().time()
+            if self._window < self.concurrency:
+                self._window += 1
+            if self._backlog:
+                self.run(*self._backlog.popleft())
             if task.cancelled():
                 sink.settle(index, NodeConnectionError(f"{self._name}: command cancelled"))
                 return
@@ -149,14 +178,25 @@ class RedisPyNode:
         # Tasks of the old loop are abandoned; a client we made drops its
         # pooled connections (made on that loop, or the parent's after a fork).
         self._tasks = set()
+        self._backlog.clear()  # their tallies belong to the old loop too
+        self._window = _FIRST_WINDOW  # a cold pool again
         if self._owned and isinstance(self._client, Redis):
             self._client.connection_pool.reset()  # type: ignore[no-untyped-call]
 
-    def check_stall(self) -> None:
-        # Nothing to do: each command task carries its own stall bound.
-        return
+    def silent_since(self) -> float:
+        # Commands run on pooled connections, in no order: the node's last
+        # answer to any of them says it is working through our backlog. An
+        # answer older than this command's fan-out counts for nothing: the
+        # vote then fails at its deadline. A command hung on a broken
+        # connection of a node that answers others waits at most its task's
+        # stall bound (_run).
+        return self._answered
 
     async def aclose(self) -> None:
+        backlog, self._backlog = self._backlog, deque()
+        for _, sink in backlog:
+            error = NodeConnectionError(f"{self._name}: the Redlock is closed")
+            sink.settle(self._index, unsent(error))  # never written: nothing to undo
         if self._tasks:
             # Give in-flight commands (often cleanup releases) a chance to land.
             _, pending = await asyncio.wait(set(self._tasks), timeout=self._stall)

@@ -5,7 +5,7 @@ one write (one syscall) per node; replies are parsed by hiredis and matched
 to their commands in order. What waits for a reply is a :class:`Sink` (a
 fan-out's tally is its own entry on every node, so queueing a command
 allocates nothing). A connection that leaves every command unanswered for
-the node's stall limit is dropped (``check_stall``). The connection knows
+the node's stall limit is dropped (``silent_since``). The connection knows
 nothing of scripts or votes: error replies and the loss of the connection go
 to its owner, the node.
 """
@@ -31,7 +31,7 @@ _log = logging.getLogger("redlock_async")
 # write (see Conn.flush), not per command.
 MAX_PENDING = 65_536
 
-# How long the stall check waits for its second look (see Conn.check_stall).
+# How long the stall check waits for its second look (see Conn._check_stall).
 _SECOND_LOOK = 0.001
 
 _ReplyError = hiredis.ReplyError
@@ -176,10 +176,21 @@ class Conn(asyncio.Protocol):
         if not self.closed.done():
             self.closed.set_result(None)
 
-    def check_stall(self, limit: float) -> None:
-        """A command outlived node_timeout: drop the connection if silent for ``limit`` s."""
-        if not self.pending or self.suspect:
-            return
+    def silent_since(self, limit: float) -> float:
+        """A command outlived node_timeout: since when has the node been silent?
+
+        That is ``busy_since``. Also drops the connection once it has been
+        silent for ``limit`` s (the stall limit).
+        """
+        if len(self.out) >= len(self.pending):
+            # Nothing of ours has been written yet (the flush is still queued
+            # behind other callbacks of a busy loop): the node owes us nothing.
+            return self.loop.time()
+        if not self.suspect:
+            self._check_stall(limit)
+        return self.busy_since
+
+    def _check_stall(self, limit: float) -> None:
         loop = self.loop
         if loop.time() - self.busy_since > limit:
             # Look once more after the loop has polled its sockets: if our own

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 
 from ..._address import Address, connect
 from ..._errors import NodeConnectionError, NodeError, NodeResponseError, NodeTimeoutError
+from .._admission import LIMIT
 from .._backoff import Backoff
 from .._node import Command, Reply, Script, Sink, stall_limit, unsent
 from .._restarts import Restarts
@@ -75,6 +76,7 @@ class RespNode:
     """A Redis node reached over one RESP connection (``redis://``, ``unix://``)."""
 
     ordered = True
+    concurrency = LIMIT  # one pipelined connection: the engine's bound is the only one
 
     def __init__(
         self,
@@ -307,9 +309,9 @@ class RespNode:
         self._retry_at = 0.0
         self._tainted = False
 
-    def check_stall(self) -> None:
-        if self._conn is not None:
-            self._conn.check_stall(self._stall)
+    def silent_since(self) -> float:
+        conn = self._conn  # None: waiting for a connection counts as silence
+        return float("-inf") if conn is None else conn.silent_since(self._stall)
 
     async def aclose(self) -> None:
         self._closed = True
