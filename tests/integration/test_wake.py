@@ -66,7 +66,7 @@ async def test_subscriptions_are_shared_and_dropped(redis_nodes: RedisNodes) -> 
         assert await eventually(lambda: subscribers(redis_nodes) == [0, 0, 0])
         hub = redlock._core.wake
         assert hub is not None
-        assert hub._waiters == {}
+        assert hub._channels == {}
 
 
 async def test_every_waiter_is_served_in_turn(redis_nodes: RedisNodes) -> None:
@@ -191,7 +191,7 @@ async def test_cancelled_while_subscribing_leaves_no_subscription(
         results = await asyncio.gather(*tasks, return_exceptions=True)
         assert all(isinstance(r, asyncio.CancelledError) for r in results), results
     assert hits >= 10  # most cancellations landed inside subscribe()
-    assert hub._waiters == {}
+    assert hub._channels == {}
     left = shard_channels  # PUBSUB SHARDCHANNELS on every node
     assert await eventually(lambda: left(redis_nodes) == [[], [], []]), left(redis_nodes)
 
