@@ -27,8 +27,9 @@ Subscriptions are shared: one connection per node per Redlock, one
 ``SSUBSCRIBE`` per channel however many waiters, ``SUNSUBSCRIBE`` when the
 last waiter of a channel leaves.
 
-This module is the driver-independent half: waiters, lines and channels.
-Each node makes its own :class:`Subscriber` (``Node.wake_source``): the lean
+This module is the driver-independent half: channels, what was heard on
+them, who listens; the lines themselves are ``_waiters.py``. Each node makes
+its own :class:`Subscriber` (``Node.wake_source``): the lean
 driver opens a RESP connection of its own (``resp/_pubsub.py``); nodes
 reached through redis-py (TLS, clients passed in, Redis Cluster) subscribe
 through the client's own pub/sub (``redispy/_pubsub.py``).
