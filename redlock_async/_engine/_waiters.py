@@ -86,6 +86,8 @@ class Subscription:
             end = None if idle is None else now + idle
             owner, channel = self._owner, self.channel
             while not (self.active or self.woken) and owner.listening(channel):
+                if self.line is not None:
+                    self.line.sleeping = True  # to be roused should nobody listen any more
                 if not await self._until(end):
                     return False  # idle passed: the caller's deadline, or a fair heartbeat
             if self._take():
@@ -135,7 +137,7 @@ class Line:
     Every operation is O(1), promotions amortised: each waiter is promoted once.
     """
 
-    __slots__ = ("active", "boundary", "head", "key", "tail")
+    __slots__ = ("active", "boundary", "head", "key", "sleeping", "tail")
 
     def __init__(self, key: bytes) -> None:
         self.key = key
@@ -143,6 +145,8 @@ class Line:
         self.tail: Subscription | None = None
         self.boundary: Subscription | None = None
         self.active = 0
+        # Some passive waiter waits for its turn (not polling): see rouse().
+        self.sleeping = False
 
     def join(self, sub: Subscription) -> None:
         tail = self.tail
@@ -204,6 +208,18 @@ class Line:
         while sub is not None and sub.active:
             yield sub
             sub = sub.next
+
+    def rouse(self) -> None:
+        """Nobody listens on the channel any more: the passive waiters poll instead.
+
+        Only if one of them began waiting since the last time: a channel that
+        keeps failing (every new waiter's subscription refused) costs nothing
+        more once they all poll.
+        """
+        if self.sleeping:
+            self.sleeping = False
+            for sub in self.passive():
+                sub.event.set()  # it sees nobody listens, and polls
 
     def passive(self) -> Iterator[Subscription]:
         sub = self.boundary

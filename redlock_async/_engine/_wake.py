@@ -178,8 +178,7 @@ class WakeHub:
         if chan is None or self.listening(channel):
             return
         for queue in chan.lines.values():
-            for sub in queue.passive():  # they see nobody listens, and poll
-                sub.event.set()
+            queue.rouse()
 
     def notify(self, channel: bytes, token: bytes) -> None:
         """A node announced the release of ``token`` on ``channel``."""

@@ -367,3 +367,23 @@ def test_a_line_is_a_linked_list_in_arrival_order() -> None:
         return list(line) == [subs[0], subs[1], subs[3]]
 
     assert on_loop(main)
+
+
+def test_a_channel_that_keeps_failing_rouses_its_waiters_once() -> None:
+    # Every new waiter's subscription refused tells the hub again: the waiters
+    # already polling must not be woken each time (n waiters: n^2 wake-ups).
+    async def main(clock: VirtualClock) -> list[bool]:
+        hub, nodes = make_hub()
+        subs = await join(hub, "wwww")
+        waits = [asyncio.ensure_future(sub.wait(0.3)) for sub in subs[1:]]
+        await asyncio.sleep(0.1)  # all waiting their turn
+        for node in nodes:
+            node.listens = False
+        hub.unheard(CHANNEL)
+        await asyncio.sleep(0.1)  # roused: now polling
+        hub.unheard(CHANNEL)
+        again = [sub.event.is_set() for sub in subs[1:]]
+        await asyncio.gather(*waits)
+        return again
+
+    assert on_loop(main) == [False, False, False]
