@@ -8,7 +8,10 @@ Whatever an attempt may have left on a node when it fails, is cancelled or
 comes too late is undone by the engine, ordered after the attempt.
 
 Between attempts: the retry delay with jitter, cut short by a wake-up on
-release (pub/sub) and bounded by the caller's deadline.
+release (pub/sub) and bounded by the caller's deadline. Waiters of one
+process line up per lock (``_engine/_wake.py``): only those that can win
+now (the first, or the leading readers) attempt; the others wait, without
+attempts, for their turn.
 """
 
 from __future__ import annotations
@@ -112,37 +115,61 @@ async def acquire(
                 if not blocking or limit == 0:
                     return None, errors  # timeout=0: one attempt, like blocking=False
                 if engine.wake is not None:
-                    # Listen for releases, then try once more at once: a release
-                    # that came before the subscription would otherwise be
-                    # missed. The deadline bounds the wait for confirmations too.
+                    # Listen for releases. The deadline bounds the wait for
+                    # confirmations too.
                     wait = engine.config.node_timeout
                     if deadline is not None:
                         wait = min(wait, deadline - engine.clock())
                     if wait > 0:
-                        subscription = await engine.wake.subscribe(commands.keys.wake, wait)
-                        continue
+                        line, shared = _line(commands.kind)
+                        subscription = await engine.wake.subscribe(
+                            commands.keys.wake, wait, line=line, shared=shared
+                        )
+                        if subscription.active:
+                            # First in line: try once more at once, since a
+                            # release before the subscription would be missed.
+                            # Behind another waiter, that one's attempts cover it.
+                            continue
             config = engine.config
             delay = retry_delay(config.retry_delay, config.retry_jitter, engine.rng)
+            idle: float | None = None  # how long a waiter not yet in turn waits
             if fair is not None:  # attempts are also the queue entry's heartbeat
-                delay = min(delay, fair_heartbeat(config.node_timeout) / 3)
+                idle = fair_heartbeat(config.node_timeout) / 3
+                delay = min(delay, idle)
             if deadline is not None:
                 remaining = deadline - engine.clock()
                 if remaining <= 0:
                     return None, errors
                 delay = min(delay, remaining)
+                idle = remaining if idle is None else min(idle, remaining)
             if subscription is not None:
-                await subscription.wait(delay)  # early on a release; a hint only
+                # In turn: early on a release (a hint only), else after the
+                # delay. Not yet: until its turn comes (or idle passes).
+                await subscription.wait(delay, idle)
             else:
                 await asyncio.sleep(delay)
             if deadline is not None and engine.clock() >= deadline:
                 return None, errors
     finally:
         if subscription is not None:
-            subscription.close()
+            # Its turn passes on: woken at once if it leaves without a grant
+            # (it may have taken a wake-up with it), else at that grant's release.
+            subscription.close(grant is not None)
         # Nobody awaits these: they must run on cancellation too.
         if stateful or fair is not None:
             for cleanup in commands.attempts_over(last, grant is not None, fair):
                 engine.fanout(cleanup, after=last)
+
+
+def _line(kind: bytes) -> tuple[bytes, bool]:
+    """The line a waiter of ``kind`` joins on its wake channel, and whether it is shared.
+
+    An exclusive lock and a read-write lock of one name share the channel but
+    are different locks: each has its own line. Readers win together.
+    """
+    if kind == b"r:" or kind == b"w:":
+        return b"rw", kind == b"r:"
+    return kind, False
 
 
 def _fair_entry(engine: Engine, commands: Commands) -> FairEntry:

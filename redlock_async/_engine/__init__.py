@@ -6,7 +6,8 @@ The lock layer imports from here only. What it gets:
   ``wake`` (``subscribe``), ``drain``, ``close``, the clock, tokens, rng;
 - :class:`Command` and :class:`Script` - what a fan-out runs;
 - :class:`Tally` and :func:`is_yes` - the votes of one fan-out;
-- :class:`Subscription` - a wake-up subscription to one channel.
+- :class:`Subscription` - a waiter's place in its lock's line on a wake
+  channel (``active``: its turn to attempt; ``wait``, ``close``).
 
 Everything that makes it fast (cached loops, hand-built EVALSHA heads,
 pipelined writes, the deadline queue) stays behind these names.

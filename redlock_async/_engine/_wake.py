@@ -1,37 +1,77 @@
-"""Waiters woken by releases: one sharded pub/sub connection per node.
+"""Waiters woken by releases, in turn: one sharded pub/sub connection per node.
 
-A release script announces itself on the lock's channel (``SPUBLISH``). A
-waiting ``acquire()`` subscribes to that channel on every node and retries as
-soon as any node announces a release, falling back to its jittered retry
-delay when nothing comes: a message is a hint, never the source of truth, so
-a lost one costs at most one retry delay.
+A release script announces itself on the lock's channel (``SPUBLISH``), with
+the released token as the message. A waiting ``acquire()`` subscribes to
+that channel on every node and joins its *line*: the waiters of one process
+for one lock, in arrival order. Only the waiters that can win now are
+*active* - the first one, or the leading run of readers when the first is a
+reader: they retry as soon as a release is announced, and poll at their
+jittered retry delay meanwhile (a message is a hint, never the source of
+truth, so a lost one costs at most one retry delay). The others are
+*passive*: no attempts, no polling, until they are promoted. So one release
+costs one attempt per process, not one per waiter.
+
+- A release reaches every node and each node announces it: the hub wakes the
+  active waiters on the first message of a token and ignores its echoes
+  from the other nodes, unless a woken waiter has attempted since (then the
+  echo may come from a node its attempt reached before the release did).
+- An active waiter that leaves without a grant (timeout, cancelled, failed)
+  may have taken a wake-up with it: the next is promoted and woken at once.
+  One that leaves with a grant: the next is promoted and waits for that
+  grant's release (or its own retry delay: the holder may crash).
+- While no node listens on the channel (down, refusing, Redis < 7, the
+  connection lost), nobody would be woken: every waiter polls, as without
+  wake-ups. A subscription still being made counts as listening.
 
 Subscriptions are shared: one connection per node per Redlock, one
 ``SSUBSCRIBE`` per channel however many waiters, ``SUNSUBSCRIBE`` when the
 last waiter of a channel leaves.
 
-This module is the driver-independent half: waiters and channels. Each node
-makes its own :class:`Subscriber` (``Node.wake_source``): the lean driver
-opens a RESP connection of its own (``resp/_pubsub.py``); nodes reached
-through redis-py (TLS, clients passed in, Redis Cluster) subscribe through
-the client's own pub/sub (``redispy/_pubsub.py``).
+This module is the driver-independent half: channels, what was heard on
+them, who listens; the lines themselves are ``_waiters.py``. Each node makes
+its own :class:`Subscriber` (``Node.wake_source``): the lean
+driver opens a RESP connection of its own (``resp/_pubsub.py``); nodes
+reached through redis-py (TLS, clients passed in, Redis Cluster) subscribe
+through the client's own pub/sub (``redispy/_pubsub.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from ._waiters import Line, Subscription
+
 __all__ = ["Subscriber", "Subscription", "WakeHub", "WakeSource"]
+
+# Tokens remembered per channel to recognise one release's echoes from the
+# other nodes. They arrive within a round trip of each other; an echo older
+# than this many releases only costs one needless attempt.
+_ECHOES = 16
 
 
 class Subscriber(Protocol):
     """One node's pub/sub side, as the hub uses it (made by the node's driver)."""
 
+    def want(self, channel: bytes) -> None:
+        """Start subscribing to ``channel`` unless it is (being) subscribed; never waits."""
+        ...
+
     async def ensure(self, channel: bytes) -> None:
         """Subscribe to ``channel``; return once the node confirmed (or cannot)."""
+        ...
+
+    def subscribed(self, channel: bytes) -> bool:
+        """Whether the node confirmed ``channel`` on a connection that is still up."""
+        ...
+
+    def listening(self, channel: bytes) -> bool:
+        """Confirmed, or being subscribed: a release will soon be heard from this node.
+
+        When it stops (the connection lost, the subscription refused), the
+        driver calls ``WakeHub.unheard(channel)``.
+        """
         ...
 
     def drop(self, channel: bytes) -> None:
@@ -45,36 +85,25 @@ class Subscriber(Protocol):
     async def aclose(self) -> None: ...
 
 
-class Subscription:
-    """One waiter's interest in a channel; ``wait(timeout)`` returns early on a release."""
+class _Channel:
+    """One channel's lines (one per lock sharing it) and the tokens lately announced."""
 
-    def __init__(self, hub: WakeHub, channel: bytes) -> None:
-        self._hub = hub
-        self.channel = channel
-        self.event = asyncio.Event()
+    __slots__ = ("lines", "seen")
 
-    async def wait(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds; True if a release was announced."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout):
-                await self.event.wait()
-        woken = self.event.is_set()
-        self.event.clear()
-        return woken
-
-    def close(self) -> None:
-        self._hub._leave(self)
+    def __init__(self) -> None:
+        self.lines: dict[bytes, Line] = {}
+        self.seen: dict[bytes, None] = {}  # insertion order: the oldest is dropped first
 
 
 class WakeHub:
-    """The pub/sub side of one Redlock: subscribers per node, waiters per channel.
+    """The pub/sub side of one Redlock: subscribers per node, lines of waiters per channel.
 
     Subscribers call back ``notify`` (a release was announced), ``wanted``
     (is a channel still waited on) and read ``connect_timeout``.
     """
 
     def __init__(self, sources: Sequence[WakeSource | None], node_timeout: float) -> None:
-        self._waiters: dict[bytes, set[Subscription]] = {}
+        self._channels: dict[bytes, _Channel] = {}
         self.node_timeout = node_timeout
         self.connect_timeout = max(node_timeout, 0.5)
         # Each node's driver makes its subscriber; None: no wake-ups from
@@ -85,56 +114,123 @@ class WakeHub:
     def enabled(self) -> bool:
         return bool(self._subscribers)
 
-    async def subscribe(self, channel: bytes, timeout: float | None = None) -> Subscription:
-        """Join ``channel``; returns once the nodes confirmed, or after ``timeout``
-        seconds (default: node_timeout) with the late nodes still subscribing.
+    async def subscribe(
+        self,
+        channel: bytes,
+        timeout: float | None = None,
+        *,
+        line: bytes = b"",
+        shared: bool = False,
+    ) -> Subscription:
+        """Join the ``line`` of ``channel``; returns once the nodes confirmed, or
+        after ``timeout`` seconds (default: node_timeout) with the late nodes
+        still subscribing. ``shared``: a waiter that wins together with the
+        shared waiters next to it (a reader). Whether the new waiter is active
+        (makes attempts) is ``Subscription.active``.
 
         Cancelled (or failing) while it waits, it leaves the channel again, so
         nothing stays subscribed for a waiter that is gone.
         """
         if timeout is None:
             timeout = self.node_timeout
-        subscription = Subscription(self, channel)
+        subscription = Subscription(self, channel, shared)
         # Registered before any I/O: a node may confirm (and a release be
         # announced) before the others answer.
-        self._waiters.setdefault(channel, set()).add(subscription)
-        pending = [asyncio.ensure_future(s.ensure(channel)) for s in self._subscribers]
+        chan = self._channels.get(channel)
+        if chan is None:
+            chan = self._channels[channel] = _Channel()
+        queue = chan.lines.get(line)
+        if queue is None:
+            queue = chan.lines[line] = Line(line)
+        queue.join(subscription)
+        for subscriber in self._subscribers:
+            subscriber.want(channel)
+        if not subscription.active:
+            # It makes no attempt until its turn: a subscription under way will do.
+            return subscription
+        # It tries once more once subscribed: it must know the nodes listen.
+        subscribers = [s for s in self._subscribers if not s.subscribed(channel)]
+        if not subscribers:
+            return subscription
+        pending = [asyncio.ensure_future(s.ensure(channel)) for s in subscribers]
         try:
             # A slow or dead node must not hold the waiter back: it just won't wake it.
             _, late = await asyncio.wait(pending, timeout=timeout)
         except BaseException:
             for task in pending:
                 task.cancel()
-            subscription.close()  # unsubscribes once no other waiter wants the channel
+            self.leave(subscription, False)  # unsubscribes once no other waiter wants it
             raise
         for task in late:
             task.cancel()
         return subscription
 
     def wanted(self, channel: bytes) -> bool:
-        return channel in self._waiters
+        return channel in self._channels
 
-    def notify(self, channel: bytes) -> None:
-        for subscription in self._waiters.get(channel, ()):
-            subscription.event.set()
+    def listening(self, channel: bytes) -> bool:
+        """Whether some node will tell us of a release on ``channel`` (or soon will)."""
+        return any(s.listening(channel) for s in self._subscribers)
 
-    def _leave(self, subscription: Subscription) -> None:
-        waiters = self._waiters.get(subscription.channel)
-        if waiters is None:
+    def unheard(self, channel: bytes) -> None:
+        """A node stopped listening on ``channel``: if none listens, every waiter polls."""
+        chan = self._channels.get(channel)
+        if chan is None or self.listening(channel):
             return
-        waiters.discard(subscription)
-        if not waiters:
-            del self._waiters[subscription.channel]
+        for queue in chan.lines.values():
+            queue.rouse()
+
+    def notify(self, channel: bytes, token: bytes) -> None:
+        """A node announced the release of ``token`` on ``channel``."""
+        chan = self._channels.get(channel)
+        if chan is None:
+            return
+        seen = chan.seen
+        if token in seen:
+            # An echo from another node: only a waiter that attempted since
+            # this token woke it retries (its attempt may have reached this
+            # node before the release did).
+            for queue in chan.lines.values():
+                for sub in queue.actives():
+                    if sub.armed and sub.hint == token:
+                        sub.wake(token)
+            return
+        seen[token] = None
+        if len(seen) > _ECHOES:
+            del seen[next(iter(seen))]
+        for queue in chan.lines.values():
+            for sub in queue.actives():
+                sub.wake(token)
+
+    def leave(self, subscription: Subscription, granted: bool) -> None:
+        """``subscription`` leaves its line: its turn passes on (see ``Line.leave``)."""
+        channel = subscription.channel
+        chan = self._channels.get(channel)
+        queue = subscription.line
+        if chan is None or queue is None or chan.lines.get(queue.key) is not queue:
+            return  # already gone, or reset() forgot it
+        queue.leave(subscription, granted)
+        if queue.head is not None:
+            return
+        del chan.lines[queue.key]
+        if not chan.lines:
+            del self._channels[channel]
             for subscriber in self._subscribers:
-                subscriber.drop(subscription.channel)
+                subscriber.drop(channel)
 
     def reset(self) -> None:
         """Forget subscriptions made on another event loop or before a fork."""
-        self._waiters = {}
+        self._channels = {}
         for subscriber in self._subscribers:
             subscriber.reset()
 
     async def aclose(self) -> None:
+        # Waiters, passive ones included, attempt once more: they find the
+        # Redlock closing and stop.
+        for chan in self._channels.values():
+            for queue in chan.lines.values():
+                for sub in queue:
+                    sub.wake()
         await asyncio.gather(*(s.aclose() for s in self._subscribers))
 
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from typing import Any
 
 import pytest
+import redis.asyncio
 
 from redlock_async import Redlock
-from redlock_async.testing import RedisNodes
+from redlock_async.testing import AclUser, RedisNode, RedisNodes
 
 from ..conftest import MakeRedlock, eventually
 
@@ -66,7 +68,7 @@ async def test_subscriptions_are_shared_and_dropped(redis_nodes: RedisNodes) -> 
         assert await eventually(lambda: subscribers(redis_nodes) == [0, 0, 0])
         hub = redlock._core.wake
         assert hub is not None
-        assert hub._waiters == {}
+        assert hub._channels == {}
 
 
 async def test_every_waiter_is_served_in_turn(redis_nodes: RedisNodes) -> None:
@@ -191,7 +193,7 @@ async def test_cancelled_while_subscribing_leaves_no_subscription(
         results = await asyncio.gather(*tasks, return_exceptions=True)
         assert all(isinstance(r, asyncio.CancelledError) for r in results), results
     assert hits >= 10  # most cancellations landed inside subscribe()
-    assert hub._waiters == {}
+    assert hub._channels == {}
     left = shard_channels  # PUBSUB SHARDCHANNELS on every node
     assert await eventually(lambda: left(redis_nodes) == [[], [], []]), left(redis_nodes)
 
@@ -210,3 +212,140 @@ async def test_acquire_timeout_bounds_the_subscription(
         assert time.monotonic() - started < 0.5  # node_timeout + timeout would be 1.05
     finally:
         redis_nodes[2].heal()
+
+
+# -- waiters in turn (issue 16: no wake-up storms) ----------------------------
+
+
+def script_calls(node: RedisNode) -> int:
+    stats = node.client().info("commandstats")
+    return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("evalsha", "eval"))
+
+
+async def in_line(redlock: Redlock, n: int) -> bool:
+    """True once ``n`` waiters of this Redlock have joined a line (and so wait)."""
+    hub = redlock._core.wake
+    assert hub is not None
+    return await eventually(
+        lambda: sum(len(list(q)) for c in hub._channels.values() for q in c.lines.values()) >= n
+    )
+
+
+async def test_a_release_costs_one_attempt_not_one_per_waiter(
+    make_redlock: MakeRedlock, redis_nodes: RedisNodes
+) -> None:
+    # Before, each release woke every waiter (once per node announcing it):
+    # 40 waiters cost ~20 script calls per grant on a node, and more with N.
+    redlock = make_redlock(retry_delay=60.0, retry_jitter=0.0)
+    holder = redlock.lock("job", ttl=10.0, auto_extend=False)
+    assert await holder.acquire()
+    before = script_calls(redis_nodes[0])
+    n = 40
+
+    async def waiter() -> None:
+        lock = redlock.lock("job", ttl=10.0, auto_extend=False)
+        assert await lock.acquire(timeout=50.0)
+        await lock.release()
+
+    tasks = [asyncio.ensure_future(waiter()) for _ in range(n)]
+    assert await in_line(redlock, n)
+    await holder.release()
+    await asyncio.wait_for(asyncio.gather(*tasks), 30.0)  # woken in turn: no 60 s delay
+    per_grant = (script_calls(redis_nodes[0]) - before - 1) / n
+    # A first (refused) attempt and a winning one, one release: 3 calls (through
+    # redis-py each attempt also asks the server's identity: 5). Attempts that
+    # time out on a busy machine add their undo; a storm adds ~n/2 per grant.
+    assert per_grant <= 10, per_grant
+
+
+@pytest.mark.parametrize("how", ["timeout", "cancelled"])
+async def test_a_waiter_that_leaves_without_the_lock_passes_its_turn_on(
+    make_redlock: MakeRedlock, how: str
+) -> None:
+    redlock = make_redlock(retry_delay=60.0, retry_jitter=0.0)
+    holder = redlock.lock("job", ttl=10.0)
+    assert await holder.acquire()
+    first = asyncio.ensure_future(redlock.lock("job", ttl=10.0).acquire(timeout=1.0))
+    assert await in_line(redlock, 1)
+    second = asyncio.ensure_future(redlock.lock("job", ttl=10.0).acquire(timeout=50.0))
+    assert await in_line(redlock, 2)
+    if how == "cancelled":
+        first.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        assert not await first
+    await holder.release()  # the second, first in line now, is woken by it
+    assert await asyncio.wait_for(second, 30.0)
+
+
+async def test_waiting_readers_are_granted_together(make_redlock: MakeRedlock) -> None:
+    redlock = make_redlock(retry_delay=60.0, retry_jitter=0.0)
+    rw = redlock.rwlock("job")
+    writer = rw.write(ttl=10.0)
+    assert await writer.acquire()
+    n = 10
+    everyone_in = asyncio.Event()
+    holding = 0
+
+    async def reader() -> None:
+        nonlocal holding
+        lock = rw.read(ttl=10.0)
+        assert await lock.acquire(timeout=50.0)
+        holding += 1
+        if holding == n:
+            everyone_in.set()
+        await everyone_in.wait()  # held until every reader holds: they overlap
+        await lock.release()
+
+    tasks = [asyncio.ensure_future(reader()) for _ in range(n)]
+    assert await in_line(redlock, n)
+    await writer.release()
+    await asyncio.wait_for(asyncio.gather(*tasks), 30.0)
+
+
+# No permission for any channel: nobody can be woken.
+DEAF = AclUser("deaf", "deaf-user-pw", "~* resetchannels +@all -@dangerous +info")
+
+
+@pytest.mark.redis_nodes(3, acl_user=DEAF)
+async def test_when_no_node_can_wake_them_every_waiter_polls(
+    make_redlock: MakeRedlock, redis_nodes: RedisNodes
+) -> None:
+    # As without wake-ups: in line but each polling at its retry delay, so a
+    # release is found as soon as the first of them polls (not only the first
+    # in line, once per retry delay).
+    redlock = make_redlock(retry_delay=0.1, retry_jitter=0.0)
+    holder = redlock.lock("job", ttl=10.0)
+    assert await holder.acquire()
+    n = 8
+    tasks = [
+        asyncio.ensure_future(redlock.lock("job", ttl=10.0).acquire(timeout=50.0)) for _ in range(n)
+    ]
+    assert await in_line(redlock, n)
+    before = script_calls(redis_nodes[0])
+    await asyncio.sleep(1.0)
+    polls = script_calls(redis_nodes[0]) - before
+    assert polls >= 3 * n, polls  # ~10 per waiter; the first alone would make ~10
+    await holder.release()
+    done, _ = await asyncio.wait(tasks, timeout=30.0, return_when=asyncio.FIRST_COMPLETED)
+    assert done
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_clients_that_decode_responses_wake_waiters_too(redis_nodes: RedisNodes) -> None:
+    # Their pub/sub hands out str channels and messages: they must still match.
+    clients = [redis.asyncio.Redis.from_url(url, decode_responses=True) for url in redis_nodes.urls]
+    try:
+        async with Redlock(
+            clients, retry_delay=60.0, retry_jitter=0.0, node_timeout=0.25
+        ) as redlock:
+            holder = redlock.lock("job", ttl=10.0)
+            assert await holder.acquire()
+            waiter = asyncio.ensure_future(redlock.lock("job", ttl=10.0).acquire(timeout=50.0))
+            assert await eventually(lambda: subscribers(redis_nodes) == [1, 1, 1])
+            await holder.release()
+            assert await asyncio.wait_for(waiter, 30.0)
+    finally:
+        for client in clients:
+            await client.aclose()

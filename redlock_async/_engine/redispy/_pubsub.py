@@ -38,18 +38,35 @@ class RedisPySubscriber:
         # first one, subscribed, is orphaned. Our commands go one at a time.
         self._serial: asyncio.Lock | None = None
 
+    def want(self, channel: bytes) -> None:
+        if channel not in self.channels:
+            self._start(channel)
+
     async def ensure(self, channel: bytes) -> None:
         if channel in self.channels:
             return
         # The subscribing runs on its own, so a waiter that stops waiting for
         # it (WakeHub.subscribe gives nodes node_timeout) neither aborts it
         # half way nor leaves a subscription we do not know about.
+        await asyncio.shield(self._start(channel))
+
+    def _start(self, channel: bytes) -> asyncio.Task[None]:
         task = self.subscribing.get(channel)
         if task is None:
             task = asyncio.get_running_loop().create_task(self._subscribe(channel))
             self.subscribing[channel] = task
-            task.add_done_callback(lambda _: self.subscribing.pop(channel, None))
-        await asyncio.shield(task)
+            task.add_done_callback(lambda _: self._subscribed(channel))
+        return task
+
+    def _subscribed(self, channel: bytes) -> None:
+        self.subscribing.pop(channel, None)
+        self.hub.unheard(channel)  # nothing if it worked (or another node listens)
+
+    def subscribed(self, channel: bytes) -> bool:
+        return channel in self.channels  # subscribed, and its reader has not failed since
+
+    def listening(self, channel: bytes) -> bool:
+        return channel in self.channels or channel in self.subscribing
 
     async def _subscribe(self, channel: bytes) -> None:
         try:
@@ -88,11 +105,11 @@ class RedisPySubscriber:
                         # any more): never spin on the event loop.
                         await asyncio.sleep(0.05)
                     elif message.get("type") == "smessage":
-                        self.hub.notify(message["channel"])
+                        self._notify(message)
             else:
                 async for message in pubsub.listen():
                     if message.get("type") in ("smessage", "message"):
-                        self.hub.notify(message["channel"])
+                        self._notify(message)
                 # listen() ends once the last channel is unsubscribed. The
                 # connection is fine: keep it for the next waiter (closing it
                 # here would race subscriptions in flight on it, which redis-py
@@ -101,13 +118,27 @@ class RedisPySubscriber:
                 if self.pubsub is pubsub:
                     self.reader = None
                 return
-        except Exception as exc:  # connection lost: resubscribe on the next wait
+        except Exception as exc:  # connection lost: subscribe again, on a new one
             _log.debug("redlock_async: wake-up connection to %s lost: %s", self.name, exc)
         if self.pubsub is pubsub:
             self.pubsub = None
             self.reader = None
-            self.channels.clear()
+            lost, self.channels = self.channels, set()
             self._spawn(pubsub.aclose())
+            for channel in lost:
+                if self.hub.wanted(channel):
+                    self._start(channel)  # once: if it fails too, the waiters poll
+                self.hub.unheard(channel)
+
+    def _notify(self, message: dict[str, Any]) -> None:
+        channel, token = message["channel"], message["data"]
+        # A client made with decode_responses=True hands out str: the hub's
+        # channels and tokens are bytes (a str would never match).
+        if isinstance(channel, str):
+            channel = channel.encode()
+        if isinstance(token, str):
+            token = token.encode()
+        self.hub.notify(channel, token)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)

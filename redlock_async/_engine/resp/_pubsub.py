@@ -68,7 +68,8 @@ class RespSubscriber:
     """The pub/sub connection to one node, made on first use (a ``Subscriber``).
 
     ``confirmed`` holds the channels wanted on this node, each with the
-    future its ``SSUBSCRIBE`` confirmation settles. Wanting a channel is
+    future its ``SSUBSCRIBE`` confirmation settles (True: confirmed on the
+    current connection; False: it cannot be for now). Wanting a channel is
     recorded before any I/O, so a waiter that stops waiting for the
     confirmation (``WakeHub.subscribe`` gives nodes ``node_timeout``) still
     gets subscribed once the connection is up; a lost or refused connection is
@@ -83,35 +84,56 @@ class RespSubscriber:
         self.address = address
         self.conn: _SubConn | None = None
         self.connecting: asyncio.Task[None] | None = None
-        self.confirmed: dict[bytes, asyncio.Future[None]] = {}
+        self.confirmed: dict[bytes, asyncio.Future[bool]] = {}
         self.disabled = False
         # The wait before the next connection attempt (its delay; 0.0: none).
         self.backoff = Backoff(0.05, 2.0, spread=(0.5, 1.5))
 
+    def want(self, channel: bytes) -> None:
+        """Subscribe to ``channel`` unless it is wanted already (then it is, or will be)."""
+        if self.disabled or channel in self.confirmed:
+            return
+        future = self.confirmed[channel] = asyncio.get_running_loop().create_future()
+        if self.conn is not None:
+            self._send(b"SSUBSCRIBE", channel)
+        else:
+            self._start_connecting()
+            if self.backoff.delay:  # the node is failing: poll meanwhile, subscribe later
+                future.set_result(False)
+
     async def ensure(self, channel: bytes) -> None:
         """Subscribe to ``channel`` and wait for the node's confirmation."""
-        if self.disabled:
-            return
+        self.want(channel)
         future = self.confirmed.get(channel)
-        if future is None:
-            future = self.confirmed[channel] = asyncio.get_running_loop().create_future()
-            if self.conn is not None:
-                self._send(b"SSUBSCRIBE", channel)
-            else:
-                self._start_connecting()
-                if self.backoff.delay:  # the node is failing: poll meanwhile, subscribe later
-                    future.set_result(None)
-        await asyncio.shield(future)
+        if future is not None:
+            await asyncio.shield(future)
+
+    def subscribed(self, channel: bytes) -> bool:
+        future = self.confirmed.get(channel)
+        return self.conn is not None and future is not None and future.done() and future.result()
+
+    def listening(self, channel: bytes) -> bool:
+        future = self.confirmed.get(channel)
+        # Settled False: it could not be subscribed (or its connection was lost).
+        return future is not None and not (future.done() and not future.result())
 
     def _start_connecting(self) -> None:
         if self.connecting is None and not self.disabled:
             self.connecting = asyncio.get_running_loop().create_task(self._connect())
 
     def _settle_all(self) -> None:
-        # Confirmations that cannot come now: their waiters poll meanwhile.
-        for future in self.confirmed.values():
+        # Nothing is heard on these channels now: confirmations still awaited
+        # end, confirmed channels are to be subscribed again (see _connect),
+        # and the hub lets its waiters poll meanwhile.
+        unheard = asyncio.get_running_loop().create_future()
+        unheard.set_result(False)
+        for channel, future in list(self.confirmed.items()):
             if not future.done():
-                future.set_result(None)
+                future.set_result(False)
+            elif future.result():
+                self.confirmed[channel] = unheard
+        for channel in list(self.confirmed):
+            self.hub.unheard(channel)
 
     async def _connect(self) -> None:
         loop = asyncio.get_running_loop()
@@ -154,12 +176,12 @@ class RespSubscriber:
 
     def dispatch(self, message: list[Any]) -> None:
         kind = message[0]
-        if kind in (b"smessage", b"message"):
-            self.hub.notify(message[1])
+        if kind in (b"smessage", b"message") and len(message) >= 3:
+            self.hub.notify(message[1], message[2])  # the channel, the released token
         elif kind == b"ssubscribe":
             future = self.confirmed.get(message[1])
             if future is not None and not future.done():
-                future.set_result(None)
+                future.set_result(True)
 
     def refused(self, message: str) -> None:
         # No sharded pub/sub here (Redis < 7) or no permission: stop asking;

@@ -1,0 +1,234 @@
+"""The waiters of one process for one lock: a line, and each waiter's place in it.
+
+Pure logic over asyncio events, no I/O: the hub (``_wake.py``) makes the
+lines, tells them of releases, and is told when a waiter leaves. Only the
+*active* waiters - the first, or the leading run of shared ones (readers)
+behind a shared first - make attempts; the *passive* ones behind wait,
+without attempts, until promoted:
+
+- an active waiter that leaves without a grant (timeout, cancelled, failed)
+  may have taken a wake-up with it: the next is promoted and woken at once;
+- one that leaves with a grant: the next is promoted and polls at its retry
+  delay, woken early by that grant's release;
+- a passive waiter leaving from right behind a run of readers lets the
+  readers behind it join the run (woken: they never got its wake-ups).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from typing import Protocol
+
+__all__ = ["Line", "Owner", "Subscription"]
+
+
+class Owner(Protocol):
+    """What a waiter asks of the hub that made it."""
+
+    def listening(self, channel: bytes) -> bool:
+        """Whether some node will announce a release on ``channel`` (or soon will)."""
+        ...
+
+    def leave(self, subscription: Subscription, granted: bool) -> None:
+        """``subscription`` leaves its line (with a grant or without)."""
+        ...
+
+
+class Subscription:
+    """One waiter's place in its line; ``wait()`` returns early when it should attempt."""
+
+    __slots__ = (
+        "_owner",
+        "active",
+        "armed",
+        "channel",
+        "event",
+        "hint",
+        "line",
+        "next",
+        "prev",
+        "shared",
+        "woken",
+    )
+
+    def __init__(self, owner: Owner, channel: bytes, shared: bool) -> None:
+        self._owner = owner
+        self.channel = channel
+        self.shared = shared  # a reader: wins together with the readers next to it
+        self.active = False  # makes attempts (it can win now); else waits to be promoted
+        self.event = asyncio.Event()  # set to end a wait: woken, promoted or closing
+        self.woken = False  # why the event is set: True = attempt now
+        self.hint: bytes | None = None  # the token whose release woke it last
+        self.armed = False  # it attempted since: an echo of ``hint`` wakes it again
+        self.prev: Subscription | None = None
+        self.next: Subscription | None = None
+        self.line: Line | None = None
+
+    def wake(self, hint: bytes | None = None) -> None:
+        """Attempt now (a release was announced, the waiter ahead gave up, closing)."""
+        self.woken = True
+        self.hint = hint
+        self.armed = False
+        self.event.set()
+
+    async def wait(self, delay: float, idle: float | None = None) -> bool:
+        """Wait before the next attempt; True when woken, False when the time passed.
+
+        An active waiter waits up to ``delay`` (its retry delay); so does every
+        waiter while no node listens on the channel. A passive one waits until
+        promoted, or at most ``idle`` seconds (None: no limit); promoted after
+        a grant, it then waits like an active one, within ``idle``.
+        """
+        now = asyncio.get_running_loop().time()
+        if not self.active:
+            end = None if idle is None else now + idle
+            owner, channel = self._owner, self.channel
+            while not (self.active or self.woken) and owner.listening(channel):
+                if self.line is not None:
+                    self.line.sleeping = True  # to be roused should nobody listen any more
+                if not await self._until(end):
+                    return False  # idle passed: the caller's deadline, or a fair heartbeat
+            if self._take():
+                return True
+            # Promoted because the waiter ahead won (its release will wake
+            # this one), or no node listens any more: it polls meanwhile.
+            now = asyncio.get_running_loop().time()
+            if end is not None:
+                delay = min(delay, end - now)
+        end = now + delay
+        while not self.woken:
+            if not await self._until(end):
+                break
+        return self._take()
+
+    async def _until(self, end: float | None) -> bool:
+        """Wait for the event until loop time ``end``; False once that has passed."""
+        event = self.event
+        if not event.is_set():
+            if end is None:
+                await event.wait()
+            else:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout_at(end):
+                        await event.wait()
+        fired = event.is_set()
+        event.clear()
+        return fired
+
+    def _take(self) -> bool:
+        woken = self.woken
+        if woken:
+            self.woken = False
+            self.armed = True  # its attempt starts now
+        return woken
+
+    def close(self, granted: bool = False) -> None:
+        """Leave the line; ``granted``: with a grant (the next waits for its release)."""
+        self._owner.leave(self, granted)
+
+
+class Line:
+    """The waiters of one lock on one channel, in arrival order: a linked list.
+
+    The active waiters are a prefix: the head, and the readers right behind a
+    reader head. ``boundary`` is the first passive waiter (None: all active).
+    Every operation is O(1), promotions amortised: each waiter is promoted once.
+    """
+
+    __slots__ = ("active", "boundary", "head", "key", "sleeping", "tail")
+
+    def __init__(self, key: bytes) -> None:
+        self.key = key
+        self.head: Subscription | None = None
+        self.tail: Subscription | None = None
+        self.boundary: Subscription | None = None
+        self.active = 0
+        # Some passive waiter waits for its turn (not polling): see rouse().
+        self.sleeping = False
+
+    def join(self, sub: Subscription) -> None:
+        tail = self.tail
+        sub.prev, sub.next, sub.line = tail, None, self
+        if tail is None:
+            self.head = sub
+        else:
+            tail.next = sub
+        self.tail = sub
+        head = self.head
+        assert head is not None
+        if self.boundary is None and (head is sub or (head.shared and sub.shared)):
+            sub.active = True  # it can win with those ahead of it: it attempts
+            self.active += 1
+        elif self.boundary is None:
+            self.boundary = sub
+
+    def leave(self, sub: Subscription, granted: bool) -> None:
+        prev, after = sub.prev, sub.next
+        if prev is None:
+            self.head = after
+        else:
+            prev.next = after
+        if after is None:
+            self.tail = prev
+        else:
+            after.prev = prev
+        sub.prev = sub.next = sub.line = None
+        if sub is self.boundary:
+            self.boundary = after
+        if sub.active:
+            sub.active = False
+            self.active -= 1
+            if self.active == 0:
+                # The next may have missed the wake-up this one took with it,
+                # unless this one won: then it waits for that grant's release.
+                self.promote(sub.hint if not granted else None, not granted)
+        else:
+            # A passive waiter gone from right behind a run of readers lets
+            # the readers behind it join the run; they never got its wake-ups.
+            self.promote(sub.hint, True)
+
+    def promote(self, hint: bytes | None, wake: bool) -> None:
+        """Activate whoever can now win: the head, and readers behind a reader head."""
+        while (sub := self.boundary) is not None:
+            head = self.head
+            if self.active and not (head is not None and head.shared and sub.shared):
+                return
+            sub.active = True
+            self.active += 1
+            self.boundary = sub.next
+            if wake:
+                sub.wake(hint)  # hint: an echo of that release wakes it again once it tried
+            else:
+                sub.event.set()  # not woken: it starts polling, and waits for the release
+
+    def actives(self) -> Iterator[Subscription]:
+        sub = self.head
+        while sub is not None and sub.active:
+            yield sub
+            sub = sub.next
+
+    def rouse(self) -> None:
+        """Nobody listens on the channel any more: the passive waiters poll instead.
+
+        Only if one of them began waiting since the last time: a channel that
+        keeps failing (every new waiter's subscription refused) costs nothing
+        more once they all poll.
+        """
+        if self.sleeping:
+            self.sleeping = False
+            for sub in self.passive():
+                sub.event.set()  # it sees nobody listens, and polls
+
+    def passive(self) -> Iterator[Subscription]:
+        sub = self.boundary
+        while sub is not None:
+            yield sub
+            sub = sub.next
+
+    def __iter__(self) -> Iterator[Subscription]:
+        sub = self.head
+        while sub is not None:
+            yield sub
+            sub = sub.next

@@ -1,0 +1,292 @@
+"""acquire() with wake-ups, over scripted nodes in virtual time: attempts per grant, turns.
+
+The scripted nodes keep each lock's state (per node) and announce a release
+on the hub as a node would (each node its own message), so the attempt loop
+of ``_acquire.py`` runs as it does against Redis. The retry delay is 60 s:
+any waiter that polled instead of being woken would show in the clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import Counter
+from collections.abc import Callable
+
+from redlock_async._engine._wake import WakeHub
+from redlock_async._lock import Lock
+from redlock_async._scripts import (
+    ACQUIRE,
+    FAIR_ACQUIRE,
+    FAIR_LEAVE,
+    READ_ACQUIRE,
+    READ_RELEASE,
+    RELEASE,
+    WRITE_ACQUIRE,
+)
+
+from ._scripted import Cluster, Rule, Sent, run
+from .test_wake_queue import make_hub
+
+
+class Store:
+    """One node's keys, enough of them for the exclusive and read-write scripts."""
+
+    def __init__(self, hub: WakeHub) -> None:
+        self.hub = hub
+        self.strings: dict[bytes, bytes] = {}
+        self.readers: dict[bytes, set[bytes]] = {}
+
+    def announce(self, sent: Sent) -> None:
+        token = sent.args[0]
+        assert isinstance(token, bytes)
+        if len(sent.keys) > 1:  # the wake channel: the token, once the reply is on its way
+            asyncio.get_running_loop().call_soon(self.hub.notify, sent.keys[1], token)
+
+    def acquire(self, sent: Sent) -> int:
+        key, token = sent.keys[0], sent.args[0]
+        assert isinstance(token, bytes)
+        if key in self.strings:
+            return 0
+        self.strings[key] = token
+        return 1
+
+    def release(self, sent: Sent) -> int:
+        key = sent.keys[0]
+        if self.strings.get(key) != sent.args[0]:
+            return 0
+        del self.strings[key]
+        self.announce(sent)
+        return 1
+
+    def fair_acquire(self, sent: Sent) -> int:
+        return self.acquire(sent)  # the queue's order is not modelled: the lock is
+
+    def read_acquire(self, sent: Sent) -> int:
+        writer, readers = sent.keys[0], sent.keys[1]
+        token = sent.args[0]
+        assert isinstance(token, bytes)
+        if writer in self.strings:
+            return 0
+        self.readers.setdefault(readers, set()).add(token)
+        return 1
+
+    def read_release(self, sent: Sent) -> int:
+        readers = self.readers.get(sent.keys[0], set())
+        token = sent.args[0]
+        if token not in readers:
+            return 0
+        readers.discard(token)
+        if not readers:
+            self.announce(sent)
+        return 1
+
+    def write_acquire(self, sent: Sent) -> int:
+        if sent.keys[0] in self.strings:
+            return 0
+        if self.readers.get(sent.keys[1]):
+            return -1
+        return self.acquire(sent)
+
+
+def wake_cluster(node_timeout: float = 0.05) -> Cluster:
+    """A cluster whose nodes keep state and announce releases; wake-ups on."""
+    c = Cluster(retry_delay=60.0, retry_jitter=0.0, node_timeout=node_timeout)
+    hub, _ = make_hub(len(c.nodes))
+    c.engine.wake = hub
+    stores = [Store(hub) for _ in c.nodes]
+
+    def each(rule: Callable[[Store], Callable[[Sent], int]]) -> list[Rule]:
+        return [rule(store) for store in stores]
+
+    c.script(ACQUIRE.name, *each(lambda s: s.acquire))
+    c.script(RELEASE.name, *each(lambda s: s.release))
+    c.script(FAIR_ACQUIRE.name, *each(lambda s: s.fair_acquire))
+    c.script(FAIR_LEAVE.name, 1)
+    c.script(READ_ACQUIRE.name, *each(lambda s: s.read_acquire))
+    c.script(READ_RELEASE.name, *each(lambda s: s.read_release))
+    c.script(WRITE_ACQUIRE.name, *each(lambda s: s.write_acquire))
+    return c
+
+
+async def take_and_release(lock: Lock, log: list[tuple[str, float]], tag: str = "") -> None:
+    assert await lock.acquire()
+    log.append((tag, asyncio.get_running_loop().time()))
+    await lock.release()
+
+
+def attempts_on_n0(c: Cluster, script: str) -> int:
+    return sum(1 for name, sent in c.sent(script) if name == "n0")
+
+
+def test_each_grant_costs_one_attempt_of_the_next_waiter_not_one_per_waiter() -> None:
+    c = wake_cluster()
+    n = 50
+
+    async def main() -> list[tuple[str, float]]:
+        holder = c.lock(auto_extend=False)
+        assert await holder.acquire()
+        log: list[tuple[str, float]] = []
+        tasks = [
+            asyncio.ensure_future(take_and_release(c.lock(auto_extend=False), log))
+            for _ in range(n)
+        ]
+        await asyncio.sleep(1.0)  # every waiter in line
+        await holder.release()
+        await asyncio.gather(*tasks)
+        return log
+
+    start = c.clock()
+    log = run(main(), c.clock)
+    assert len(log) == n
+    assert all(at == start + 1.0 for _, at in log)  # all woken: no retry delay waited
+    # The holder's grant, each waiter's first (refused) attempt and its
+    # winning one, and the first waiter's one more try once subscribed.
+    assert attempts_on_n0(c, ACQUIRE.name) == 1 + n + n + 1
+    assert attempts_on_n0(c, RELEASE.name) == 1 + n
+
+
+def test_a_woken_waiter_cancelled_before_its_attempt_passes_the_wake_up_on() -> None:
+    c = wake_cluster()
+
+    async def main() -> list[tuple[str, float]]:
+        holder = c.lock(auto_extend=False)
+        assert await holder.acquire()
+        log: list[tuple[str, float]] = []
+        first = asyncio.ensure_future(take_and_release(c.lock(auto_extend=False), log, "first"))
+        await asyncio.sleep(1.0)
+        second = asyncio.ensure_future(take_and_release(c.lock(auto_extend=False), log, "second"))
+        await asyncio.sleep(1.0)
+        hub = c.engine.wake
+        assert hub is not None
+        notify = hub.notify
+
+        def notify_then_cancel(channel: bytes, token: bytes) -> None:
+            notify(channel, token)  # the first waiter is woken ...
+            first.cancel()  # ... and cancelled before it runs again
+
+        hub.notify = notify_then_cancel  # type: ignore[method-assign]
+        await holder.release()
+        hub.notify = notify  # type: ignore[method-assign]
+        await second
+        return log
+
+    start = c.clock()
+    assert run(main(), c.clock) == [("second", start + 2.0)]
+
+
+def test_a_waiter_that_gives_up_hands_its_turn_to_the_next() -> None:
+    c = wake_cluster()
+
+    async def main() -> list[tuple[str, float]]:
+        holder = c.lock(auto_extend=False)
+        assert await holder.acquire()
+        log: list[tuple[str, float]] = []
+        impatient = c.lock(auto_extend=False, timeout=1.0)
+        gives_up = asyncio.ensure_future(impatient.acquire())
+        await asyncio.sleep(0.1)
+        patient = asyncio.ensure_future(take_and_release(c.lock(auto_extend=False), log))
+        assert not await gives_up
+        await asyncio.sleep(4.0)
+        await holder.release()  # the patient one, first now, is woken by it
+        await patient
+        return log
+
+    start = c.clock()
+    assert run(main(), c.clock) == [("", start + 5.0)]
+
+
+def test_readers_are_granted_together_and_a_writer_behind_them_is_not_passed() -> None:
+    c = wake_cluster()
+
+    async def main() -> list[tuple[str, float]]:
+        rw = c.rwlock()
+        writer = rw.write(auto_extend=False)
+        assert await writer.acquire()
+        log: list[tuple[str, float]] = []
+
+        async def read(tag: str) -> None:
+            reader = rw.read(auto_extend=False)
+            assert await reader.acquire()
+            log.append((tag, asyncio.get_running_loop().time()))
+            await asyncio.sleep(1.0)  # held a while: they overlap
+            await reader.release()
+
+        tasks = [asyncio.ensure_future(read("early reader")) for _ in range(20)]
+        await asyncio.sleep(0.1)
+        tasks.append(
+            asyncio.ensure_future(take_and_release(rw.write(auto_extend=False), log, "writer"))
+        )
+        await asyncio.sleep(0.1)
+        tasks += [asyncio.ensure_future(read("late reader")) for _ in range(5)]
+        await asyncio.sleep(0.8)
+        await writer.release()
+        await asyncio.gather(*tasks)
+        return log
+
+    start = c.clock()
+    log = run(main(), c.clock)
+    # The first readers together at the release; the writer when the last of
+    # them leaves; the late readers (behind the writer) only after it.
+    assert Counter(log) == {
+        ("early reader", start + 1.0): 20,
+        ("writer", start + 2.0): 1,
+        ("late reader", start + 2.0): 5,
+    }
+    assert [tag for tag, _ in log].index("writer") == 20
+    # Per reader: its first attempt (refused) and the winning one; each early
+    # reader, active as soon as it joins the readers ahead, also tries once
+    # more once subscribed (a release may have come since its first attempt).
+    # The late ones wait their turn without attempts. Nobody polled.
+    assert attempts_on_n0(c, READ_ACQUIRE.name) == 25 * 2 + 20
+
+
+def test_fair_waiters_keep_their_heartbeat_but_a_release_wakes_only_the_first() -> None:
+    c = wake_cluster(node_timeout=0.05)  # heartbeat 1 s: an attempt at least every 1/3 s
+    n = 10
+
+    async def main() -> float:
+        holder = c.lock(auto_extend=False)
+        assert await holder.acquire()
+        log: list[tuple[str, float]] = []
+        tasks = [
+            asyncio.ensure_future(take_and_release(c.lock(auto_extend=False, fair=True), log))
+            for _ in range(n)
+        ]
+        await asyncio.sleep(4.9)  # between two heartbeats (every 1/3 s from 0)
+        released = asyncio.get_running_loop().time()
+        await holder.release()
+        await asyncio.gather(*tasks)
+        return released
+
+    released = run(main(), c.clock)
+    attempts = [sent for name, sent in c.sent(FAIR_ACQUIRE.name) if name == "n0"]
+    by_waiter: dict[object, list[float]] = {}
+    for sent in attempts:
+        by_waiter.setdefault(sent.args[2], []).append(sent.at)
+    assert len(by_waiter) == n
+    for times in by_waiter.values():
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        assert max(gaps) <= 1.0 / 3 + 1e-9  # the queue entry never lapses
+    # From the release on, one attempt per grant: each waiter is woken by the
+    # release before it (all at one instant: nobody holds for any time).
+    assert sum(1 for sent in attempts if sent.at == released) == n
+
+
+def test_a_waiter_waiting_its_turn_still_gives_up_at_its_timeout() -> None:
+    c = wake_cluster()
+
+    async def main() -> float:
+        holder = c.lock(auto_extend=False)
+        assert await holder.acquire()
+        first = asyncio.ensure_future(c.lock(auto_extend=False).acquire())
+        await asyncio.sleep(0.1)
+        assert not await c.lock(auto_extend=False, timeout=2.0).acquire()  # behind first
+        gave_up = asyncio.get_running_loop().time()
+        first.cancel()
+        return gave_up
+
+    start = c.clock()
+    assert run(main(), c.clock) == start + 2.1
+    # Behind the first waiter it made no attempt but its first one.
+    assert attempts_on_n0(c, ACQUIRE.name) == 1 + 2 + 1
