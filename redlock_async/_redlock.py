@@ -16,7 +16,6 @@ from ._engine._build import NodeSpec, default_node_timeout, make_node
 from ._errors import ConfigurationError
 from ._lock import Holdings, Lock, LockKeywords, OnLost
 from ._rwlock import RWLock
-from ._scripts import ALL_SCRIPTS
 from ._synchronized import synchronized
 
 __all__ = ["NodeSpec", "Redlock"]
@@ -91,7 +90,7 @@ class Redlock:
         built = []
         seen: dict[Endpoint, str] = {}
         for spec in nodes:
-            node, identity = make_node(spec, config, ttls, ALL_SCRIPTS)
+            node, identity = make_node(spec, config, ttls)
             for endpoint in identity:
                 other = seen.get(endpoint)
                 if other is not None:

@@ -17,7 +17,7 @@ from redis.backoff import NoBackoff
 from .._address import Address, Endpoint, node_identity, parse_url, redact_url
 from .._config import RedlockConfig
 from .._errors import ConfigurationError
-from ._node import Node, Script
+from ._node import Node
 from ._restarts import Restarts, TtlLedger
 from .redispy import RedisPyNode
 from .resp import RespNode
@@ -76,7 +76,7 @@ def owned_client(address: Address, node_timeout: float) -> Redis:
 
 
 def make_node(
-    spec: object, config: RedlockConfig, ttls: TtlLedger, scripts: tuple[Script, ...]
+    spec: object, config: RedlockConfig, ttls: TtlLedger
 ) -> tuple[Node, frozenset[Endpoint]]:
     """The node for ``spec`` and the identity of the server behind it."""
     timeout = config.node_timeout
@@ -91,7 +91,7 @@ def make_node(
                 client, name=address.display, node_timeout=timeout, owned=True, restarts=restarts
             )
             return node, identity
-        return RespNode(address, node_timeout=timeout, scripts=scripts, restarts=restarts), identity
+        return RespNode(address, node_timeout=timeout, restarts=restarts), identity
     if isinstance(spec, Redis | RedisCluster):
         name = _client_name(spec)
         restarts = Restarts(name, ttls, config.quarantine_grace)

@@ -1,5 +1,7 @@
-"""What a new lean connection sends first: AUTH, SELECT, SCRIPT LOAD, PING, INFO.
+"""What a new lean connection sends first: AUTH, SELECT, PING, INFO.
 
+No script is loaded here: each is loaded in the write of its first EVALSHA
+(``_loader.py``), so a process's first grant waits for one script, not all.
 The PING's answer tells the node the connection works (its reconnect backoff
 resets). ``INFO server`` says who the server is: its run id and uptime go to
 the node's restart watch, which the engine consults for every granting vote
@@ -12,11 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from ..._address import Address
 from ..._errors import NodeConnectionError, NodeError, NodeResponseError
-from .._node import Command, Reply, Script
+from .._node import Command, Reply
 from .._restarts import Restarts
 from ._conn import Conn
 from ._encode import pack
@@ -46,7 +48,7 @@ class _Step:
 class Handshake:
     """The first commands of one connection, and what their replies mean."""
 
-    AUTH, SELECT, SCRIPT, PING, INFO = range(5)
+    AUTH, SELECT, PING, INFO = range(4)
 
     def __init__(
         self, conn: Conn, name: str, restarts: Restarts, on_answer: Callable[[], None]
@@ -58,15 +60,13 @@ class Handshake:
         # Done once the server answered the PING (or the connection failed).
         self.pinged: asyncio.Future[None] = conn.loop.create_future()
 
-    def start(self, address: Address, scripts: Sequence[Script]) -> None:
+    def start(self, address: Address) -> None:
         """Queue the handshake on the connection, ahead of any command."""
         auth = address.auth_command()
         if auth is not None:
             self._send(pack(auth), self.AUTH)
         if address.db:
             self._send(pack((b"SELECT", address.db)), self.SELECT)
-        for script in scripts:
-            self._send(pack((b"SCRIPT", b"LOAD", script.source)), self.SCRIPT)
         self._send(pack((b"PING",)), self.PING)
         # Who is this server? A new run_id means it restarted (maybe empty).
         self._send(pack((b"INFO", b"server")), self.INFO)
@@ -80,8 +80,6 @@ class Handshake:
             what = "AUTH" if step == self.AUTH else "SELECT"
             _log.warning("redlock_async: %s failed on %s: %s", what, self.name, reply)
             conn.abort(NodeConnectionError(f"{what} failed on {self.name}: {reply}"))
-        elif step == self.SCRIPT and isinstance(reply, NodeError):
-            _log.debug("redlock_async: SCRIPT LOAD failed on %s: %s", self.name, reply)
         elif step == self.PING:
             if not isinstance(reply, NodeError):
                 self.on_answer()

@@ -16,10 +16,13 @@ Failure handling, in short:
   piles up while the node stays dead;
 * reconnection is lazy and backs off exponentially: while a node is down,
   commands fail at once instead of waiting;
-* a NOSCRIPT (after a SCRIPT FLUSH) reloads the scripts; see ``error_reply``.
+* scripts are loaded lazily, each in the write of its first ``EVALSHA`` on
+  a connection (``_loader.py``); a NOSCRIPT (after a SCRIPT FLUSH) loads them
+  again, see ``error_reply``.
 
 The pieces: encoding (``_encode.py``), the connection (``_conn.py``), the
-first commands of a connection (``_handshake.py``), wake-ups (``_pubsub.py``).
+first commands of a connection (``_handshake.py``), which scripts it has
+loaded (``_loader.py``), wake-ups (``_pubsub.py``).
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ from .._node import Command, Reply, Script, Sink, stall_limit, unsent
 from .._restarts import Restarts
 from .._wake import Subscriber, WakeHub, WakeSource
 from ._conn import MAX_PENDING, Conn
-from ._encode import evalsha, pack
+from ._encode import evalsha
 from ._handshake import Handshake
+from ._loader import ScriptLoads
 from ._pubsub import RespSubscriber
 
 __all__ = ["RespNode"]
@@ -59,19 +63,6 @@ class _Fallback:
         self.entry.settle(index, reply)
 
 
-class _Reloaded:
-    """The entry of one SCRIPT LOAD sent after a NOSCRIPT."""
-
-    __slots__ = ("conn",)
-    command: Command | None = None
-
-    def __init__(self, conn: Conn) -> None:
-        self.conn = conn
-
-    def settle(self, index: int, reply: Reply) -> None:
-        self.conn.reloading -= 1
-
-
 class RespNode:
     """A Redis node reached over one RESP connection (``redis://``, ``unix://``)."""
 
@@ -83,14 +74,13 @@ class RespNode:
         address: Address,
         *,
         node_timeout: float,
-        scripts: Sequence[Script],
         restarts: Restarts,
     ) -> None:
         self._address = address
         self.restarts = restarts  # told what INFO says of the server (see Handshake)
         self.index = 0  # position among the Redlock's nodes (bind)
         self._stall = stall_limit(node_timeout)
-        self._scripts = tuple(scripts)
+        self._scripts = ScriptLoads(address.display)
         self._conn: Conn | None = None
         self._connecting: asyncio.Task[None] | None = None
         self._waiting: list[tuple[bytes, Sink]] = []
@@ -126,6 +116,7 @@ class RespNode:
             payload = command.packed = evalsha(command)
         conn = self._conn
         if conn is not None:
+            self._scripts.ensure(conn, command.script)  # off the hot path: ask
             conn.send(payload, sink)
         else:
             self._send(payload, sink)
@@ -140,6 +131,11 @@ class RespNode:
         payload = command.packed
         if payload is None:
             payload = command.packed = evalsha(command)
+        # One look per fan-out, not per node: every connection has loaded the
+        # scripts in use (_loader.py); a script's first fan-out loads it on
+        # every connection first.
+        if command.script.sha not in nodes[0]._scripts.using:
+            _start_using(nodes, command.script)
         for node in nodes:
             conn = node._conn
             if conn is not None:
@@ -157,41 +153,24 @@ class RespNode:
         """The server answered ``entry``'s command with an error (called by Conn)."""
         command = entry.command
         if command is not None and message.startswith("NOSCRIPT"):
-            # Scripts are loaded on connect, so this only follows a SCRIPT
-            # FLUSH. A resent command runs after everything queued behind it
-            # on this connection, maybe its own undo: a granting script is
-            # therefore never resent - its vote fails, nothing was written,
-            # and the scripts are loaded again for the next attempt. The
-            # others (compare-and-delete, compare-and-expire, leave) are safe
-            # in any order: resent once as EVAL.
-            if command.script.grants:
-                self._reload()
-                entry.settle(
-                    self.index,
-                    NodeResponseError(
-                        f"NOSCRIPT on {self.name}: its script cache was flushed; "
-                        "scripts are loaded again for the next attempt"
-                    ),
-                )
+            # The script cache was flushed: a granting script's vote fails,
+            # the others are resent as EVAL (see ScriptLoads.noscript).
+            payload = self._scripts.noscript(self._conn, command)
+            if payload is not None:
+                self._send(payload, _Fallback(entry))
                 return
-            keys = command.keys
-            payload = pack((b"EVAL", command.script.source, len(keys), *keys, *command.args))
-            self._send(payload, _Fallback(entry))
-            return
+            message = (
+                f"NOSCRIPT on {self.name}: its script cache was flushed; "
+                "scripts are loaded again for the next attempt"
+            )
         entry.settle(self.index, NodeResponseError(message))
-
-    def _reload(self) -> None:
-        """SCRIPT LOAD every script again (once per flush seen, not per NOSCRIPT)."""
-        conn = self._conn
-        if conn is None or conn.reloading:
-            return
-        conn.reloading = len(self._scripts)
-        for script in self._scripts:
-            conn.send(pack((b"SCRIPT", b"LOAD", script.source)), _Reloaded(conn))
 
     def _send(self, payload: bytes, entry: Sink) -> None:
         conn = self._conn
         if conn is not None:
+            command = entry.command
+            if command is not None:
+                self._scripts.ensure(conn, command.script)
             conn.send(payload, entry)  # bounded when written (Conn.flush)
             return
         loop = asyncio.get_running_loop()
@@ -225,7 +204,7 @@ class RespNode:
                 self._fail_waiting(self._last_error)
                 return
             handshake = Handshake(conn, self.name, self.restarts, self._backoff.reset)
-            handshake.start(self._address, self._scripts)
+            handshake.start(self._address)
             if self._tainted:
                 try:
                     caught_up = await self._caught_up(conn, handshake, loop)
@@ -237,8 +216,13 @@ class RespNode:
         finally:
             self._connecting = None
         self._conn = conn
+        scripts = self._scripts
+        scripts.connected(conn)
         waiting, self._waiting = self._waiting, []
         for payload, entry in waiting:
+            command = entry.command
+            if command is not None:
+                scripts.ensure(conn, command.script)
             conn.send(payload, entry)
 
     async def _caught_up(
@@ -322,3 +306,17 @@ class RespNode:
         self._fail_waiting(NodeConnectionError(f"{self.name}: the Redlock is closed"))
         if self._conn is not None:
             await self._conn.aclose(NodeConnectionError(f"{self.name}: the Redlock is closed"))
+
+
+def _start_using(nodes: Sequence[RespNode], script: Script) -> None:
+    """``script``'s first fan-out over ``nodes``: load it on every connection first.
+
+    The nodes of one Redlock share one record of the scripts in use (run_all
+    always sends to all of them), so run_all looks at the first node's only.
+    """
+    using = nodes[0]._scripts.using
+    using[script.sha] = script
+    for node in nodes:
+        node._scripts.using = using
+        if node._conn is not None:
+            node._scripts.ensure(node._conn, script)
