@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import logging
 import statistics
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-__all__ = ["Result", "add_loop_option", "on_each_loop", "percentile", "run_for", "table"]
+__all__ = [
+    "Result",
+    "WarningCounter",
+    "add_loop_option",
+    "count_warnings",
+    "on_each_loop",
+    "percentile",
+    "run_for",
+    "table",
+]
 
 T = TypeVar("T")
 
@@ -114,3 +125,40 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+class WarningCounter(logging.Handler):
+    """Counts the library's log records at WARNING and above, by message template.
+
+    Attach with :func:`count_warnings`; ``kinds`` keeps one count per
+    ``record.msg`` (the format string, so one kind of warning is one entry).
+    """
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.total = 0
+        self.kinds: dict[str, int] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.total += 1
+        self.kinds[str(record.msg)] = self.kinds.get(str(record.msg), 0) + 1
+
+    def count(self, fragment: str) -> int:
+        """Records whose message template contains ``fragment``."""
+        return sum(n for msg, n in self.kinds.items() if fragment in msg)
+
+    def summary(self, limit: int = 3) -> str:
+        ranked = sorted(self.kinds.items(), key=lambda kind: -kind[1])[:limit]
+        return "; ".join(f"{count} x {msg!r}" for msg, count in ranked)
+
+
+@contextlib.contextmanager
+def count_warnings(logger: str = "redlock_async") -> Iterator[WarningCounter]:
+    """Count the WARNING+ records of ``logger`` inside the block (they still propagate)."""
+    counter = WarningCounter()
+    log = logging.getLogger(logger)
+    log.addHandler(counter)
+    try:
+        yield counter
+    finally:
+        log.removeHandler(counter)
