@@ -44,7 +44,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over the package, tests and benchmarks."""
-    session.install("-e", ".[test]", "mypy>=1.13")
+    session.install("-e", ".[test,bench]", "mypy>=1.13")  # bench: benchmarks/plot.py
     session.run("mypy", "--strict")
 
 
