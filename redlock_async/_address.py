@@ -1,4 +1,4 @@
-"""Parsing node URLs, printing them without secrets, and telling servers apart.
+"""Parsing node URLs, printing them without secrets, telling servers apart, connecting.
 
 A URL's *display* form is built only from parts that are never secret: the
 scheme, the host, the port, a numeric database and a socket path. Anything
@@ -14,6 +14,7 @@ import ipaddress
 import os
 import re
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -260,6 +261,19 @@ def _db(text: str | None, shown: str) -> int:
 Endpoint = tuple[str, str, int]
 """One way to reach a server: ``("tcp", ip, port)`` or ``("unix", realpath, 0)``."""
 
+RESOLVED_FOR = 5.0
+"""Seconds for which ``connect`` uses the addresses ``node_identity`` resolved.
+
+A Redlock resolves its host names when it is made, and its first connections
+follow within milliseconds: resolving each name again there took a trip to
+the event loop's thread pool per node (and the pool's start), about a
+millisecond of a process's first grant. Later connections resolve again: DNS
+may have moved a node since."""
+
+# (host, port) -> (when, the addresses getaddrinfo gave, in its order).
+_resolved: dict[tuple[str, int], tuple[float, tuple[str, ...]]] = {}
+_RESOLVED_LIMIT = 256
+
 
 def node_identity(
     host: str | None, port: int = 6379, path: str | None = None
@@ -271,7 +285,8 @@ def node_identity(
     are resolved with ``socket.getaddrinfo`` when this is called (at
     construction of a Redlock); a name that does not resolve is compared as
     its lowercased literal, so ``localhost`` and ``127.0.0.1`` are told apart
-    only when resolution fails. Socket paths are compared after
+    only when resolution fails. The addresses found serve ``connect`` for
+    ``RESOLVED_FOR`` seconds. Socket paths are compared after
     ``os.path.realpath``. An empty set means "unknown": nothing to compare.
     """
     if path is not None:
@@ -287,6 +302,11 @@ def node_identity(
         infos = socket.getaddrinfo(literal, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError):
         return frozenset({("tcp", literal, port)})
+    if literal == host:  # what connect() would resolve: keep it for a moment
+        ips = (str(i[4][0]) for i in infos if i[0] in (socket.AF_INET, socket.AF_INET6))
+        if len(_resolved) >= _RESOLVED_LIMIT:
+            _resolved.clear()
+        _resolved[host, port] = (time.monotonic(), tuple(dict.fromkeys(ips)))
     found = {
         ("tcp", _canonical_ip(str(info[4][0]).split("%", 1)[0]), port)
         for info in infos
@@ -304,12 +324,43 @@ def _canonical_ip(text: str) -> str:
 
 
 async def connect(address: Address, factory: Callable[[], P], timeout: float) -> P:
-    """Open a plain TCP or unix-socket connection to ``address`` within ``timeout``."""
+    """Open a plain TCP or unix-socket connection to ``address`` within ``timeout``.
+
+    A host name ``node_identity`` resolved less than ``RESOLVED_FOR`` seconds
+    ago is not resolved again: its addresses are tried in getaddrinfo's order.
+    """
     loop = asyncio.get_running_loop()
     async with asyncio.timeout(timeout):
         if address.path is not None:
             _, protocol = await loop.create_unix_connection(factory, address.path)
         else:
             host = address.host or "localhost"
-            _, protocol = await loop.create_connection(factory, host, address.port)
+            ips = _recently_resolved(host, address.port)
+            if not ips:
+                _, protocol = await loop.create_connection(factory, host, address.port)
+            else:
+                protocol = await _connect_first(loop, factory, ips, address.port)
     return protocol
+
+
+def _recently_resolved(host: str, port: int) -> tuple[str, ...] | None:
+    found = _resolved.get((host, port))
+    if found is None or time.monotonic() - found[0] > RESOLVED_FOR:
+        return None
+    return found[1]
+
+
+async def _connect_first(
+    loop: asyncio.AbstractEventLoop, factory: Callable[[], P], ips: tuple[str, ...], port: int
+) -> P:
+    """Each address in turn, as create_connection tries a name's; the last error if none."""
+    error: OSError | None = None
+    for ip in ips:
+        try:
+            _, protocol = await loop.create_connection(factory, ip, port)
+        except OSError as exc:
+            error = exc
+        else:
+            return protocol
+    assert error is not None
+    raise error
