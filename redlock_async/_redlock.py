@@ -51,10 +51,11 @@ class Redlock:
     Raises ConfigurationError for bad arguments, and when two nodes are one
     Redis server (same resolved address and port, or same socket path after
     ``os.path.realpath``, whatever the database): that server would cast two
-    votes. Host names are resolved here, with ``socket.getaddrinfo``; a name
-    that does not resolve is compared as its lowercased literal. Nothing
-    connects until the first command; close with ``await redlock.aclose()``
-    or ``async with``.
+    votes. Host names are resolved here, with ``socket.getaddrinfo`` (the
+    connections of the next 5 s use these addresses; later ones resolve
+    again); a name that does not resolve is compared as its lowercased
+    literal. Nothing connects until the first command; close with
+    ``await redlock.aclose()`` or ``async with``.
     """
 
     def __init__(
