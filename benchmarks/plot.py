@@ -38,7 +38,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import matplotlib
 from matplotlib.figure import Figure
+
+# Text as text (a tenth of the size of glyphs drawn as paths), and ids that
+# do not change between runs: a chart redrawn from the same figures is the
+# same file.
+matplotlib.rcParams["svg.fonttype"] = "none"
+matplotlib.rcParams["svg.hashsalt"] = "redlock_async"
 
 X_KEYS = ("n", "tasks", "waiters", "locks")
 X_LABELS = {
@@ -207,7 +214,7 @@ def plot(
     companions = {c for cs in COMPANIONS.values() for c in cs}
     for benchmark, group in by_benchmark.items():
         # Loops are told apart by colour; files and series of one loop by line style.
-        kinds = sorted({(s.tag, s.name) for s in group})
+        kinds = list(dict.fromkeys((s.tag, s.name) for s in group))  # files in given order
         figures = sorted(
             {f for s in group for p in s.points for f in _numbers(p)} - set(X_KEYS) - companions
         )
@@ -265,7 +272,10 @@ def plot(
 
 
 def _bars(ax: Any, bars: list[Series], figure: str) -> None:
-    """One group of bars per row (its text fields), one bar per series."""
+    """One group of bars per row (its text fields), one bar per series:
+    by loop, then by file (later files paler)."""
+    tags = list(dict.fromkeys(one.tag for one in bars))  # in the order of the files
+    bars = sorted(bars, key=lambda one: (one.loop, tags.index(one.tag)))
     names: list[str] = []
     for one in bars:
         for p in one.points:
@@ -278,7 +288,7 @@ def _bars(ax: Any, bars: list[Series], figure: str) -> None:
         xs = [j + i * width for j, name in enumerate(names) if figure in values.get(name, {})]
         ys = [float(values[name][figure]) for name in names if figure in values.get(name, {})]
         ax.bar(xs, ys, width, label=one.label, color=COLORS.get(one.loop),
-               alpha=1.0 - 0.35 * (i // max(1, len(COLORS))))  # fmt: skip
+               alpha=1.0 - 0.4 * tags.index(one.tag) / max(1, len(tags) - 1))  # fmt: skip
         for name in COMPANIONS.get(figure, ()):
             cs = [float(values[n][name]) for n in names if name in values.get(n, {})]
             if len(cs) == len(xs):
