@@ -73,7 +73,6 @@ class Conn(asyncio.Protocol):
         self.out: list[bytes] = []
         self.busy_since = 0.0  # last reply, or when the oldest unanswered command was queued/sent
         self.suspect = False  # a stall check is waiting for one more look at the socket
-        self.reloading = 0  # SCRIPT LOADs in flight after a NOSCRIPT (see RespNode.error_reply)
         self.closed: asyncio.Future[None] = loop.create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
