@@ -8,7 +8,7 @@ from typing import Literal
 from ._engine import Tally
 from ._timing import shortened_validity_end, validity
 
-__all__ = ["Grant", "Verdict", "judge_extend"]
+__all__ = ["Grant", "Verdict", "judge_extend", "judge_votes"]
 
 Verdict = Literal["ok", "refused", "retry"]
 """An extend's outcome: renewed; refused by enough nodes that the grant is
@@ -35,7 +35,27 @@ def judge_extend(
     drift_factor: float,
 ) -> Verdict:
     """Apply one decided extend fan-out (sent at ``started``, to ``ttl``) to ``grant``."""
-    if tally.decided.result():
+    refused = tally.no > tally.n - tally.quorum
+    return judge_votes(grant, tally.decided.result(), refused, started, now, ttl, drift_factor)
+
+
+def judge_votes(
+    grant: Grant,
+    granted: bool,
+    refused: bool,
+    started: float,
+    now: float,
+    ttl: float,
+    drift_factor: float,
+) -> Verdict:
+    """Apply one extend's votes to ``grant``: a quorum said yes (``granted``),
+    or so many nodes refused that a quorum no longer holds it (``refused``).
+
+    The extend was sent at ``started``, to ``ttl``; one fan-out per grant
+    (``judge_extend``) and a batch of grants in one call per node
+    (``_batch.py``) are judged alike.
+    """
+    if granted:
         left = validity(ttl, started, now, drift_factor)
         if left > 0:
             grant.validity_end = now + left
@@ -46,6 +66,6 @@ def judge_extend(
     shortened = shortened_validity_end(started, ttl, drift_factor)
     if shortened < grant.validity_end:
         grant.validity_end = shortened
-    if tally.no > tally.n - tally.quorum:
+    if refused:
         return "refused"  # enough nodes no longer hold our token: it is gone
     return "retry"

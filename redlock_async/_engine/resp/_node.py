@@ -75,6 +75,7 @@ class RespNode:
     """A Redis node reached over one RESP connection (``redis://``, ``unix://``)."""
 
     ordered = True
+    cross_slot = True  # a plain server (a cluster is reached through redis-py)
 
     def __init__(
         self,

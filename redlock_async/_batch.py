@@ -1,0 +1,172 @@
+"""Many grants renewed by one script call per node, each grant judged on its own.
+
+A batch is a chunk of up to :data:`CHUNK` grants whose renewals fell due
+together (``_renewal.Renewals`` makes them). One ``extend_many.lua`` call per
+node renews them all, and the node answers a list with one vote per grant: 1
+renewed, 0 refused (gone or someone else's), a string for an error on that
+key alone. Each grant is then decided on its own quorum, exactly as a
+fan-out of its own would be (``_grant.judge_votes``):
+
+- a node that fails the whole call (down, timed out, an error reply) fails
+  its vote for every grant of the batch;
+- a key refused or failing on one node costs that grant's vote there only.
+
+The engine's :class:`~._engine.Tally` expects one integer per node, so a
+list reply is neither yes nor no to it, and its decision is not used: a
+batch reads the replies themselves (``Tally.when_settled``) and is decided
+once every node has answered, or when its own deadline (``node_timeout``
+after the send, ``Renewals`` keeps it) has passed, whichever comes first.
+Waiting for the slowest healthy node costs no validity: validity is counted
+from ``started``, taken before the call was sent.
+
+Where a node cannot run one script over keys of several hash slots (a Redis
+Cluster), every grant is sent alone, with its own extend command: a batch of
+one, whose nodes answer a single integer, read as a list of one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
+from typing import Generic, Protocol, TypeVar
+
+from ._engine import Command, Reply, Tally
+from ._errors import NodeError, NodeResponseError, NodeTimeoutError
+from ._grant import Grant
+from ._scripts import EXTEND_MANY
+
+__all__ = ["CHUNK", "Batch", "Target", "extend_many"]
+
+CHUNK = 500
+"""Most grants in one call. A node runs extend_many.lua at about 2 us per key,
+so one call keeps it busy for about a millisecond: other clients' commands
+are never held up for long, and a tick with more due is sent in several calls."""
+
+_M = TypeVar("_M")
+
+Column = Sequence[object] | NodeError
+"""One node's answer for a whole batch: a vote per grant, or one error for all."""
+
+
+class Target(Protocol):
+    """What extend_many.lua needs of one grant's renewal, besides its token."""
+
+    @property
+    def kind(self) -> bytes:
+        """``x``: a string key holding the token; ``r``: a reader set."""
+        ...
+
+    @property
+    def key(self) -> bytes: ...
+
+    @property
+    def ttl_ms(self) -> int: ...
+
+
+def extend_many(targets: Sequence[Target], grants: Sequence[Grant]) -> Command:
+    """One ``extend_many.lua`` call renewing each grant to its own ttl (see the script)."""
+    keys: list[bytes] = []
+    args: list[bytes | int] = []
+    for target, grant in zip(targets, grants, strict=True):
+        keys.append(target.key)
+        args += (target.kind, grant.token, target.ttl_ms)
+    return Command(EXTEND_MANY, keys, args)
+
+
+class Batch(Generic[_M]):
+    """The renewal of ``members`` (their ``grants``), sent at ``started`` as one fan-out.
+
+    ``then(batch)`` is told once, when the batch is decided; ``votes()`` and
+    ``errors()`` then say how each grant fared.
+    """
+
+    __slots__ = ("_then", "_waiter", "columns", "grants", "members", "missing", "started", "tally")
+
+    def __init__(
+        self,
+        members: list[_M],
+        grants: list[Grant],
+        started: float,
+        tally: Tally,
+        then: Callable[[Batch[_M]], None],
+    ) -> None:
+        self.members = members
+        self.grants = grants
+        self.started = started
+        self.tally = tally
+        self._then: Callable[[Batch[_M]], None] | None = then
+        self._waiter: asyncio.Future[None] | None = None
+        # Each node's answer, None until it came (or while it is late).
+        self.columns: list[Column | None] = [None] * tally.n
+        self.missing = tally.n
+        for index in range(tally.n):
+            tally.when_settled(index, partial(self._replied, index))
+
+    @property
+    def decided(self) -> bool:
+        return self._then is None
+
+    def _replied(self, index: int, reply: Reply) -> None:
+        if self._then is None:
+            return  # decided at the deadline: a late answer changes nothing
+        size = len(self.members)
+        column: Column
+        if type(reply) is list and len(reply) == size:
+            column = reply
+        elif type(reply) is int and size == 1:
+            column = (reply,)  # a grant sent alone: extend.lua's one integer
+        elif isinstance(reply, NodeError):
+            column = reply
+        else:
+            node = self.tally.nodes[index].name
+            column = NodeResponseError(
+                f"{node}: unexpected reply to a renewal of {size} grants: {type(reply).__name__}"
+            )
+        self.columns[index] = column
+        self.missing -= 1
+        if not self.missing:
+            self.decide()
+
+    def decide(self) -> None:
+        """Every node answered, or the deadline passed: tell ``then`` (once)."""
+        then, self._then = self._then, None
+        if then is None:
+            return
+        then(self)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def wait(self) -> asyncio.Future[None]:
+        """Done once the batch is decided (for an ``extend()`` that must not race it)."""
+        if self._waiter is None:
+            self._waiter = asyncio.get_running_loop().create_future()
+            if self._then is None:
+                self._waiter.set_result(None)
+        return self._waiter
+
+    def votes(self) -> Iterator[tuple[int, int]]:
+        """(yes, refusals) of each grant, in order: failed and silent nodes count as neither."""
+        failed = (None,) * len(self.members)
+        columns = [c if type(c) is list or type(c) is tuple else failed for c in self.columns]
+        for votes in zip(*columns, strict=True):
+            yield votes.count(1), votes.count(0)
+
+    def errors(self, position: int) -> dict[str, NodeError]:
+        """Why each node that failed the grant at ``position`` failed it."""
+        result: dict[str, NodeError] = {}
+        for node, column in zip(self.tally.nodes, self.columns, strict=True):
+            if column is None:
+                timeout = self.tally.group.node_timeout
+                result[node.name] = NodeTimeoutError(
+                    f"{node.name}: no reply within node_timeout={timeout}s"
+                )
+            elif isinstance(column, NodeError):
+                result[node.name] = column
+            else:
+                vote = column[position]
+                if vote != 0 and vote != 1:
+                    text = vote.decode(errors="replace") if isinstance(vote, bytes) else repr(vote)
+                    result[node.name] = NodeResponseError(f"{node.name}: {text}")
+        return result
