@@ -77,7 +77,7 @@ def extend_many(targets: Sequence[Target], grants: Sequence[Grant]) -> Command:
 class Batch(Generic[_M]):
     """The renewal of ``members`` (their ``grants``), sent at ``started`` as one fan-out.
 
-    ``then(batch)`` is told once, when the batch is decided; ``votes()`` and
+    ``then(batch)`` is told once, when the batch is decided; ``ballots()`` and
     ``errors()`` then say how each grant fared.
     """
 
@@ -146,12 +146,12 @@ class Batch(Generic[_M]):
                 self._waiter.set_result(None)
         return self._waiter
 
-    def votes(self) -> Iterator[tuple[int, int]]:
-        """(yes, refusals) of each grant, in order: failed and silent nodes count as neither."""
+    def ballots(self) -> Iterator[tuple[object, ...]]:
+        """Each grant's votes, in order, one per node: 1 yes, 0 refused, anything
+        else failed (None where the node failed the whole call or is silent)."""
         failed = (None,) * len(self.members)
         columns = [c if type(c) is list or type(c) is tuple else failed for c in self.columns]
-        for votes in zip(*columns, strict=True):
-            yield votes.count(1), votes.count(0)
+        return zip(*columns, strict=True)
 
     def errors(self, position: int) -> dict[str, NodeError]:
         """Why each node that failed the grant at ``position`` failed it."""

@@ -157,15 +157,26 @@ class Renewals(Generic[_Owner]):
         self._stale = 0
 
     def start(self, renewer: Renewer[_Owner], grant: Grant) -> None:
-        """Schedule ``renewer``'s next renewal of ``grant`` (it is stopped)."""
+        """Schedule ``renewer``'s next renewal of ``grant`` (a new grant, or a new ttl)."""
+        renewer.ttl_ms = ttl_ms(grant.ttl)
         engine = self.engine
-        ttl = grant.ttl
-        renewer.grant = grant
-        renewer.ttl_ms = ttl_ms(ttl)
-        left = grant.validity_end - engine.clock()
-        spread = engine.rng.uniform(0.0, ttl / 12.0)
         loop = engine.loop()
-        self._add(renewer, renewal_due(loop.time(), renewal_delay(left, ttl, spread), ttl), loop)
+        self._again(renewer, grant, grant.validity_end - engine.clock(), loop.time(), loop)
+
+    def _again(
+        self,
+        renewer: Renewer[_Owner],
+        grant: Grant,
+        left: float,
+        now: float,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        """Schedule the renewal of ``grant``, ``left`` seconds valid at loop time ``now``."""
+        ttl = grant.ttl
+        # rng.uniform(0, ttl/12), minus its Python frame (the same value).
+        spread = ttl / 12.0 * self.engine.rng.random()
+        renewer.grant = grant
+        self._add(renewer, renewal_due(now, renewal_delay(left, ttl, spread), ttl), loop)
 
     def _retry(self, renewer: Renewer[_Owner], grant: Grant) -> None:
         # After the retry interval; when the loss deadline comes first, the
@@ -291,22 +302,26 @@ class Renewals(Generic[_Owner]):
     def _decided(self, batch: Batch[Renewer[_Owner]]) -> None:
         """Each grant of ``batch`` on its own: renewed, refused (lost), or retried."""
         engine = self.engine
+        # Read once for the batch (a few hundred grants take a millisecond or
+        # two): each renewal is then due that much earlier, never later.
         now = engine.clock()
+        loop = engine.loop()
+        loop_now = loop.time()
         started = batch.started
         drift_factor = engine.config.drift_factor
         quorum = engine.quorum
         spare = len(engine.nodes) - quorum  # refusals a quorum survives
-        outcomes = zip(batch.members, batch.grants, batch.votes(), strict=True)
-        for position, (renewer, grant, (yes, no)) in enumerate(outcomes):
+        outcomes = zip(batch.members, batch.grants, batch.ballots(), strict=True)
+        for position, (renewer, grant, votes) in enumerate(outcomes):
             if renewer.in_flight is not batch:
                 continue  # stopped (released, lost, extend()) while in flight
             renewer.in_flight = None
-            verdict = judge_votes(
-                grant, yes >= quorum, no > spare, started, now, grant.ttl, drift_factor
-            )
+            granted = votes.count(1) >= quorum
+            refused = votes.count(0) > spare
+            verdict = judge_votes(grant, granted, refused, started, now, grant.ttl, drift_factor)
             if verdict == "ok":
                 renewer.errors = _NO_ERRORS
-                self.start(renewer, grant)
+                self._again(renewer, grant, grant.validity_end - now, loop_now, loop)
             elif verdict == "refused":
                 renewer.tell_lost(_REFUSED, batch.errors(position))
             else:
