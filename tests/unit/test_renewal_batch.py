@@ -128,7 +128,7 @@ def test_a_key_failing_on_one_node_costs_that_grant_its_vote_there_only() -> Non
         await hold(locks)
         await asyncio.sleep(1.5)  # the first renewal failed for tok2: it retries
         assert not lost
-        await locks[1].lost_event.wait()
+        await asyncio.wait_for(locks[1].lost_event.wait(), TTL)  # within one validity
         assert isinstance(locks[1]._loss.error, LockLost)
         errors.append({name: str(err) for name, err in locks[1]._loss.error.errors.items()})
 
