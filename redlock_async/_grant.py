@@ -8,7 +8,7 @@ from typing import Literal
 from ._engine import Tally
 from ._timing import shortened_validity_end, validity
 
-__all__ = ["Grant", "Verdict", "judge_extend", "judge_votes"]
+__all__ = ["Grant", "Verdict", "apply_votes", "judge_extend", "judge_votes"]
 
 Verdict = Literal["ok", "refused", "retry"]
 """An extend's outcome: renewed; refused by enough nodes that the grant is
@@ -53,14 +53,30 @@ def judge_votes(
 
     The extend was sent at ``started``, to ``ttl``; one fan-out per grant
     (``judge_extend``) and a batch of grants in one call per node
-    (``_batch.py``) are judged alike.
+    (``_renewal.Renewals``) are judged alike.
     """
-    if granted:
-        left = validity(ttl, started, now, drift_factor)
-        if left > 0:
-            grant.validity_end = now + left
-            grant.ttl = ttl
-            return "ok"
+    left = validity(ttl, started, now, drift_factor) if granted else 0.0
+    return apply_votes(grant, left, refused, started, now, ttl, drift_factor)
+
+
+def apply_votes(
+    grant: Grant,
+    left: float,
+    refused: bool,
+    started: float,
+    now: float,
+    ttl: float,
+    drift_factor: float,
+) -> Verdict:
+    """``judge_votes`` given the validity a quorum's yes left (``left``; 0 without one).
+
+    A batch computes ``left`` once for all its grants of one ttl: they were
+    sent together and are judged together, so it is the same for each.
+    """
+    if left > 0:
+        grant.validity_end = now + left
+        grant.ttl = ttl
+        return "ok"
     # Failed (or valid for too short): nodes it did reach now expire the key
     # `ttl` after `started` at the earliest.
     shortened = shortened_validity_end(started, ttl, drift_factor)

@@ -1,18 +1,18 @@
 """Background renewal of auto-extended grants: one schedule for every lock of a Redlock.
 
-No task and no timer per lock. :class:`Renewals` keeps the due renewals of
-every held lock in buckets by due time, with one ``TimerHandle`` in the
-event loop for the earliest; when it fires, the renewals due are sent in
-chunks of up to ``_batch.CHUNK`` grants, one ``extend_many.lua`` call per
-node per chunk (``_batch.py``), one chunk per loop iteration so that other
-tasks run between them. Each grant is still judged on its own quorum.
-Holding 100,000 locks therefore costs one timer and a few script calls per
-tick, not 100,000 timers and 300,000 script calls a cycle.
+No task and no timer per lock. :class:`Renewals` keeps every held lock's
+next renewal in a timetable (``_timetable.py``: buckets by due time, one
+``TimerHandle`` for the earliest); the renewals due are sent in chunks of up
+to ``_batch.CHUNK`` grants, one ``extend_many.lua`` call per node per chunk
+(``_batch.py``), one chunk per loop iteration so that other tasks run
+between them. Each grant is still judged on its own quorum. Holding 100,000
+locks therefore costs one timer and a few script calls per tick, not
+100,000 timers and 300,000 script calls a cycle.
 
-Each lock's :class:`Renewer` is its entry in the schedule, and runs
-``extend()``. The schedule holds renewers strongly and a renewer holds its
-lock only weakly, so a lock that is garbage-collected while held simply
-stops being renewed (its keys then expire after one ttl).
+Each lock's :class:`Renewer` is its entry in the timetable. The timetable
+holds renewers strongly and a renewer holds its lock only weakly, so a lock
+that is garbage-collected while held simply stops being renewed (its keys
+then expire after one ttl). ``extend()`` is ``_extend.py``'s.
 
 Schedule (the formulas are ``_timing``'s): a renewal is due when two thirds
 of the ttl is still left, less a random spread of up to ttl/12, on a grid of
@@ -27,10 +27,8 @@ reported as soon as the loop runs again.
 from __future__ import annotations
 
 import asyncio
-import heapq
 import math
 import weakref
-from collections import deque
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Final, Generic, TypeVar
@@ -39,13 +37,15 @@ from ._batch import CHUNK, Batch, extend_many
 from ._commands import Commands
 from ._engine import Command, Engine
 from ._errors import NodeError
-from ._grant import Grant, judge_votes
+from ._grant import Grant, apply_votes
+from ._timetable import Timetable
 from ._timing import (
     extend_retry_interval,
     loss_deadline,
     renewal_delay,
     renewal_due,
     ttl_ms,
+    validity,
 )
 
 __all__ = ["LoseCallback", "Renewals", "Renewer"]
@@ -59,9 +59,6 @@ _NO_ERRORS: Final[Mapping[str, NodeError]] = MappingProxyType({})
 _REFUSED = "a quorum of nodes refused the renewal (keys expired or taken)"
 _NO_QUORUM = "renewals could not reach a quorum before its validity ended"
 _BLOCKED = "its validity ended before the renewal could run (event loop blocked?)"
-# Stale entries (stopped renewers) tolerated in the buckets before they are
-# swept out: released locks must not pile up until their due time comes.
-_STALE_SWEEP = 1024
 
 
 class Renewer(Generic[_Owner]):
@@ -115,9 +112,7 @@ class Renewer(Generic[_Owner]):
         """No more renewals; one in flight is ignored when it lands."""
         self.in_flight = None
         self.grant = None
-        if self.slot is not None:
-            self.slot = None
-            self.schedule.discarded()
+        self.schedule.timetable.discard(self)
 
     def forget(self) -> None:
         """Like ``stop``, for a lock held on an event loop that is gone (or before a fork).
@@ -133,12 +128,12 @@ class Renewer(Generic[_Owner]):
 
 
 class Renewals(Generic[_Owner]):
-    """The renewal schedule of every auto-extended lock of one Redlock (one engine).
+    """The renewals of every auto-extended lock of one Redlock (one engine).
 
-    Buckets of renewers by due time (a loop time), a heap of those times,
-    and one timer for the earliest. Entries are removed lazily: a stopped
-    renewer stays in its bucket, skipped when the bucket fires (its ``slot``
-    no longer names that bucket), until too many pile up (``discarded``).
+    The renewers wait in a :class:`~._timetable.Timetable` (one timer for
+    all); those due go out a chunk per loop iteration, one call per node per
+    chunk, and come back as :class:`~._batch.Batch` decisions, applied here
+    grant by grant.
     """
 
     def __init__(self, engine: Engine, lose: LoseCallback[_Owner]) -> None:
@@ -147,14 +142,8 @@ class Renewals(Generic[_Owner]):
         # One call for many grants needs every node to accept keys of any
         # slot; with a Redis Cluster among the nodes, grants go one by one.
         self.batching = all(node.cross_slot for node in engine.nodes)
-        self._buckets: dict[float, list[Renewer[_Owner]]] = {}
-        self._dues: list[float] = []  # heap of the buckets' due times
-        self._timer: asyncio.TimerHandle | None = None
-        self._when = math.inf  # when the timer fires
-        self._firing: deque[tuple[float, list[Renewer[_Owner]]]] = deque()
+        self.timetable: Timetable[Renewer[_Owner]] = Timetable(self._fired)
         self._draining = False  # a _drain is scheduled for the next iteration
-        self._entries = 0  # entries in buckets, stale ones included
-        self._stale = 0
 
     def start(self, renewer: Renewer[_Owner], grant: Grant) -> None:
         """Schedule ``renewer``'s next renewal of ``grant`` (a new grant, or a new ttl)."""
@@ -176,7 +165,7 @@ class Renewals(Generic[_Owner]):
         # rng.uniform(0, ttl/12), minus its Python frame (the same value).
         spread = ttl / 12.0 * self.engine.rng.random()
         renewer.grant = grant
-        self._add(renewer, renewal_due(now, renewal_delay(left, ttl, spread), ttl), loop)
+        self.timetable.add(renewer, renewal_due(now, renewal_delay(left, ttl, spread), ttl), loop)
 
     def _retry(self, renewer: Renewer[_Owner], grant: Grant) -> None:
         # After the retry interval; when the loss deadline comes first, the
@@ -188,66 +177,22 @@ class Renewals(Generic[_Owner]):
         delay = max(0.0, min(extend_retry_interval(config.retry_delay, grant.ttl), left))
         renewer.grant = grant
         loop = engine.loop()
-        self._add(renewer, loop.time() + delay, loop)
+        self.timetable.add(renewer, loop.time() + delay, loop)
 
-    def _add(self, renewer: Renewer[_Owner], due: float, loop: asyncio.AbstractEventLoop) -> None:
-        bucket = self._buckets.get(due)
-        if bucket is None:
-            bucket = self._buckets[due] = []
-            heapq.heappush(self._dues, due)
-            if due < self._when:
-                self._arm(due, loop)
-        bucket.append(renewer)
-        renewer.slot = bucket
-        self._entries += 1
-
-    def _arm(self, due: float, loop: asyncio.AbstractEventLoop) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = loop.call_at(due, self._fire)
-        self._when = due
-
-    def _fire(self) -> None:
-        loop = self.engine.loop()
-        # A timer may run a hair before its time (the loop's clock resolution).
-        now = max(loop.time(), self._when)
-        self._timer = None
-        self._when = math.inf
-        dues, buckets = self._dues, self._buckets
-        while dues and dues[0] <= now:
-            due = heapq.heappop(dues)
-            self._firing.append((due, buckets.pop(due)))
-        if dues:
-            self._arm(dues[0], loop)
+    def _fired(self) -> None:
         if not self._draining:
             self._drain()
 
     def _drain(self) -> None:
         """Send one chunk of the renewals due; the rest in the next loop iterations."""
         self._draining = False
-        firing = self._firing
         chunk: list[Renewer[_Owner]] = []
-        while firing and len(chunk) < CHUNK:
-            due, bucket = firing[0]
-            cut = max(0, len(bucket) - (CHUNK - len(chunk)))
-            taken = bucket[cut:]
-            del bucket[cut:]
-            if not bucket:
-                firing.popleft()
-            live: list[Renewer[_Owner]] = []
-            for renewer in taken:
-                # Not when it left this bucket (stopped, maybe rescheduled -
-                # even into this same bucket, hence the slot is cleared at once).
-                if renewer.slot is bucket:
-                    renewer.slot = None
-                    live.append(renewer)
-            self._entries -= len(taken)
-            self._stale -= len(taken) - len(live)
-            _sending(due, live)
-            chunk += live
+        for due, renewers in self.timetable.take(CHUNK):
+            _sending(due, renewers)
+            chunk += renewers
         if chunk:
             self._send(chunk)
-        if firing:
+        if self.timetable.due:
             self._draining = True
             self.engine.loop().call_soon(self._drain)
 
@@ -311,14 +256,23 @@ class Renewals(Generic[_Owner]):
         drift_factor = engine.config.drift_factor
         quorum = engine.quorum
         spare = len(engine.nodes) - quorum  # refusals a quorum survives
+        # The validity a quorum's yes leaves, by ttl: the same for every grant
+        # of the batch with that ttl (sent together, judged together).
+        lefts: dict[float, float] = {}
         outcomes = zip(batch.members, batch.grants, batch.ballots(), strict=True)
         for position, (renewer, grant, votes) in enumerate(outcomes):
             if renewer.in_flight is not batch:
                 continue  # stopped (released, lost, extend()) while in flight
             renewer.in_flight = None
-            granted = votes.count(1) >= quorum
+            ttl = grant.ttl
+            left = 0.0  # without a quorum of yes votes
+            if votes.count(1) >= quorum:
+                shared = lefts.get(ttl)
+                if shared is None:
+                    shared = lefts[ttl] = validity(ttl, started, now, drift_factor)
+                left = shared
             refused = votes.count(0) > spare
-            verdict = judge_votes(grant, granted, refused, started, now, grant.ttl, drift_factor)
+            verdict = apply_votes(grant, left, refused, started, now, ttl, drift_factor)
             if verdict == "ok":
                 renewer.errors = _NO_ERRORS
                 self._again(renewer, grant, grant.validity_end - now, loop_now, loop)
@@ -349,49 +303,19 @@ class Renewals(Generic[_Owner]):
         if soonest < expires:
             engine.loop().call_later(soonest - now, self._overdue, batches, expires)
 
-    def discarded(self) -> None:
-        """A renewer left its bucket early (stopped): sweep once stale entries pile up."""
-        self._stale += 1
-        if self._stale > _STALE_SWEEP and 2 * self._stale > self._entries:
-            self._sweep()
-
-    def _sweep(self) -> None:
-        buckets = self._buckets
-        for due, bucket in list(buckets.items()):
-            _keep_live(bucket)
-            if not bucket:
-                del buckets[due]
-        for _, bucket in self._firing:
-            _keep_live(bucket)
-        self._dues = list(buckets)
-        heapq.heapify(self._dues)
-        self._entries = sum(map(len, buckets.values())) + sum(len(b) for _, b in self._firing)
-        self._stale = 0
-
     def close(self) -> None:
         """Every lock is lost (``aclose()``): nothing more to renew."""
-        if self._timer is not None:
-            self._timer.cancel()
-        self.forget()
+        self.timetable.close()
+        self._draining = False
 
     def forget(self) -> None:
-        """Drop the schedule, not touching the timer: it is another loop's (or the parent's)."""
-        self._timer = None
-        self._when = math.inf
-        self._buckets = {}
-        self._dues = []
-        self._firing = deque()
+        """The locks were another loop's (or the parent's): drop, touching nothing of it."""
+        self.timetable.forget()
         self._draining = False
-        self._entries = self._stale = 0
 
 
 def _sending(due: float, renewers: list[Renewer[_Owner]]) -> None:
     """``renewers``, due at ``due``, go out now (the benchmark measures the lag here)."""
-
-
-def _keep_live(bucket: list[Renewer[_Owner]]) -> None:
-    # Once each: a renewer stopped and rescheduled into the same bucket is in it twice.
-    bucket[:] = dict.fromkeys(renewer for renewer in bucket if renewer.slot is bucket)
 
 
 def _expire(batches: list[Batch[Renewer[_Owner]]]) -> None:

@@ -288,12 +288,12 @@ def test_released_locks_leave_the_schedule() -> None:
 
     async def main() -> None:
         await hold(locks)
-        assert renewals._entries == count
+        assert renewals.timetable.entries == count
         for lock in locks[:2500]:
             await lock.release()
         # Stale entries are swept once they are most of the schedule, not
         # kept until their due time (here, in about 20 s).
-        assert renewals._entries <= count - 2500 + 1100
+        assert renewals.timetable.entries <= count - 2500 + 1100
 
     run(main(), c.clock)
     assert c.to(EXTEND_MANY.name) == []
