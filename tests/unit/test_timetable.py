@@ -27,8 +27,10 @@ class Log:
         self.limit = limit
         self.table: Timetable[Item] = Timetable(self.fired)
         self.taken: list[tuple[float, list[str]]] = []
+        self.fires = 0
 
     def fired(self) -> None:
+        self.fires += 1
         while self.table.due:
             names = [item.name for _, items in self.table.take(self.limit) for item in items]
             self.taken.append((self.clock() - 1000.0, names))
@@ -126,4 +128,5 @@ def test_close_cancels_the_timer_and_forgets_everything() -> None:
 
     run(main(), clock)
     assert log.taken == []
+    assert log.fires == 0  # no timer left behind
     assert log.table.entries == 0
