@@ -144,10 +144,13 @@ class Renewals(Generic[_Owner]):
         self.batching = all(node.cross_slot for node in engine.nodes)
         self.timetable: Timetable[Renewer[_Owner]] = Timetable(self._fired)
         self._draining = False  # a _drain is scheduled for the next iteration
+        # One int object per distinct ttl in ms, not one per held lock.
+        self._ms: dict[int, int] = {}
 
     def start(self, renewer: Renewer[_Owner], grant: Grant) -> None:
         """Schedule ``renewer``'s next renewal of ``grant`` (a new grant, or a new ttl)."""
-        renewer.ttl_ms = ttl_ms(grant.ttl)
+        ms = ttl_ms(grant.ttl)
+        renewer.ttl_ms = self._ms.setdefault(ms, ms) if len(self._ms) < 256 else ms
         engine = self.engine
         loop = engine.loop()
         self._again(renewer, grant, grant.validity_end - engine.clock(), loop.time(), loop)
