@@ -21,7 +21,8 @@ from ``started``, taken before the call was sent.
 
 Where a node cannot run one script over keys of several hash slots (a Redis
 Cluster), every grant is sent alone, with its own extend command: a batch of
-one, whose nodes answer a single integer, read as a list of one.
+one, whose nodes answer a single integer, read as a list of one - and which
+the tally can count itself, so its decision is the batch's (``alone``).
 """
 
 from __future__ import annotations
@@ -78,10 +79,22 @@ class Batch(Generic[_M]):
     """The renewal of ``members`` (their ``grants``), sent at ``started`` as one fan-out.
 
     ``then(batch)`` is told once, when the batch is decided; ``ballots()`` and
-    ``errors()`` then say how each grant fared.
+    ``errors()`` then say how each grant fared. ``alone``: one grant sent with
+    its own extend command, whose one integer per node the tally counts
+    itself - its decision is the batch's.
     """
 
-    __slots__ = ("_then", "_waiter", "columns", "grants", "members", "missing", "started", "tally")
+    __slots__ = (
+        "_then",
+        "_waiter",
+        "columns",
+        "expired",
+        "grants",
+        "members",
+        "missing",
+        "started",
+        "tally",
+    )
 
     def __init__(
         self,
@@ -90,6 +103,8 @@ class Batch(Generic[_M]):
         started: float,
         tally: Tally,
         then: Callable[[Batch[_M]], None],
+        *,
+        alone: bool = False,
     ) -> None:
         self.members = members
         self.grants = grants
@@ -100,32 +115,53 @@ class Batch(Generic[_M]):
         # Each node's answer, None until it came (or while it is late).
         self.columns: list[Column | None] = [None] * tally.n
         self.missing = tally.n
-        for index in range(tally.n):
-            tally.when_settled(index, partial(self._replied, index))
+        self.expired = False  # decided at the deadline, with answers missing
+        if alone:
+            tally.decided.add_done_callback(self._counted)
+        else:
+            for index in range(tally.n):
+                tally.when_settled(index, partial(self._replied, index))
 
     @property
     def decided(self) -> bool:
         return self._then is None
 
+    def _column(self, index: int, reply: Reply) -> Column:
+        size = len(self.members)
+        if type(reply) is list and len(reply) == size:
+            return reply
+        if type(reply) is int and size == 1:
+            return (reply,)  # a grant sent alone: extend.lua's one integer
+        if isinstance(reply, NodeError):
+            return reply
+        node = self.tally.nodes[index].name
+        return NodeResponseError(
+            f"{node}: unexpected reply to a renewal of {size} grants: {type(reply).__name__}"
+        )
+
     def _replied(self, index: int, reply: Reply) -> None:
         if self._then is None:
             return  # decided at the deadline: a late answer changes nothing
-        size = len(self.members)
-        column: Column
-        if type(reply) is list and len(reply) == size:
-            column = reply
-        elif type(reply) is int and size == 1:
-            column = (reply,)  # a grant sent alone: extend.lua's one integer
-        elif isinstance(reply, NodeError):
-            column = reply
-        else:
-            node = self.tally.nodes[index].name
-            column = NodeResponseError(
-                f"{node}: unexpected reply to a renewal of {size} grants: {type(reply).__name__}"
-            )
-        self.columns[index] = column
+        self.columns[index] = self._column(index, reply)
         self.missing -= 1
         if not self.missing:
+            self.decide()
+
+    def _counted(self, _: object) -> None:
+        # A grant sent alone: the tally decided (a quorum, or none possible,
+        # or node_timeout); the nodes silent until then are left out.
+        if self._then is None:
+            return
+        for index, reply in enumerate(self.tally.replies):
+            if type(reply) is int or isinstance(reply, NodeError):
+                self.columns[index] = self._column(index, reply)
+        self.expired = self.tally.expired
+        self.decide()
+
+    def expire(self) -> None:
+        """node_timeout has passed since the send: silent nodes are failed votes."""
+        if self._then is not None:
+            self.expired = True
             self.decide()
 
     def decide(self) -> None:
@@ -158,10 +194,11 @@ class Batch(Generic[_M]):
         result: dict[str, NodeError] = {}
         for node, column in zip(self.tally.nodes, self.columns, strict=True):
             if column is None:
-                timeout = self.tally.group.node_timeout
-                result[node.name] = NodeTimeoutError(
-                    f"{node.name}: no reply within node_timeout={timeout}s"
-                )
+                if self.expired:
+                    timeout = self.tally.group.node_timeout
+                    result[node.name] = NodeTimeoutError(
+                        f"{node.name}: no reply within node_timeout={timeout}s"
+                    )
             elif isinstance(column, NodeError):
                 result[node.name] = column
             else:

@@ -223,26 +223,40 @@ class Renewals(Generic[_Owner]):
         if not members:
             return
         engine.ttls.granted(longest)
+        loop = engine.loop()
         if self.batching:
-            batches = [self._batch(members, grants, started, extend_many(members, grants))]
+            batch = self._batch(members, grants, started, extend_many(members, grants))
+            # A list reply is no vote to the tally: the batch keeps its own
+            # deadline (see _batch.py).
+            loop.call_later(node_timeout, batch.expire)
+            batches = [batch]
         else:
             batches = [
                 self._batch(
-                    [renewer], [grant], started, renewer.commands.extend(grant.token, grant.ttl)
+                    [renewer],
+                    [grant],
+                    started,
+                    renewer.commands.extend(grant.token, grant.ttl),
+                    alone=True,
                 )
                 for renewer, grant in zip(members, grants, strict=True)
             ]
-        loop = engine.loop()
-        loop.call_later(node_timeout, _expire, batches)
         if soonest - started < node_timeout:
             # Retries close to their loss deadline: the verdict may come after
             # it, so the deadline is kept by a timer of its own.
             loop.call_later(soonest - started, self._overdue, batches, started + node_timeout)
 
     def _batch(
-        self, members: list[Renewer[_Owner]], grants: list[Grant], started: float, command: Command
+        self,
+        members: list[Renewer[_Owner]],
+        grants: list[Grant],
+        started: float,
+        command: Command,
+        *,
+        alone: bool = False,
     ) -> Batch[Renewer[_Owner]]:
-        batch = Batch(members, grants, started, self.engine.fanout(command), self._decided)
+        tally = self.engine.fanout(command)
+        batch = Batch(members, grants, started, tally, self._decided, alone=alone)
         for renewer in members:
             renewer.in_flight = batch
         return batch
@@ -319,9 +333,3 @@ class Renewals(Generic[_Owner]):
 
 def _sending(due: float, renewers: list[Renewer[_Owner]]) -> None:
     """``renewers``, due at ``due``, go out now (the benchmark measures the lag here)."""
-
-
-def _expire(batches: list[Batch[Renewer[_Owner]]]) -> None:
-    # node_timeout has passed since the send: silent nodes are failed votes.
-    for batch in batches:
-        batch.decide()
