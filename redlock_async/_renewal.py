@@ -58,7 +58,7 @@ LoseCallback = Callable[[_Owner, str, Mapping[str, NodeError]], object]
 _NO_ERRORS: Final[Mapping[str, NodeError]] = MappingProxyType({})
 _REFUSED = "a quorum of nodes refused the renewal (keys expired or taken)"
 _NO_QUORUM = "renewals could not reach a quorum before its validity ended"
-_BLOCKED = "its validity ended before the renewal could run (event loop blocked?)"
+_BLOCKED = "its validity ended before the renewal could run (event loop blocked or overloaded?)"
 
 
 class Renewer(Generic[_Owner]):
