@@ -56,6 +56,11 @@ class Commands(Protocol):
         """Renew the grant to ``ttl`` seconds from now, if it is still ours."""
         ...
 
+    def renewal_target(self) -> tuple[bytes, bytes]:
+        """What a batched renewal (extend_many.lua) renews: its kind (``x``: a
+        string holding the token, ``r``: a reader set) and its key."""
+        ...
+
     def fence_keys(self) -> tuple[bytes, bytes]:
         """The key holding the grant, and the fencing counter."""
         ...
@@ -131,6 +136,9 @@ class ExclusiveCommands:
 
     def extend(self, token: bytes, ttl: float) -> Command:
         return Command(EXTEND, (self.keys.lock,), (token, ttl_ms(ttl)))
+
+    def renewal_target(self) -> tuple[bytes, bytes]:
+        return b"x", self.keys.lock
 
     def fence_keys(self) -> tuple[bytes, bytes]:
         return self.keys.lock, self.keys.fence

@@ -8,7 +8,7 @@ from typing import Literal
 from ._engine import Tally
 from ._timing import shortened_validity_end, validity
 
-__all__ = ["Grant", "Verdict", "judge_extend"]
+__all__ = ["Grant", "Verdict", "apply_votes", "judge_extend", "judge_votes"]
 
 Verdict = Literal["ok", "refused", "retry"]
 """An extend's outcome: renewed; refused by enough nodes that the grant is
@@ -35,17 +35,53 @@ def judge_extend(
     drift_factor: float,
 ) -> Verdict:
     """Apply one decided extend fan-out (sent at ``started``, to ``ttl``) to ``grant``."""
-    if tally.decided.result():
-        left = validity(ttl, started, now, drift_factor)
-        if left > 0:
-            grant.validity_end = now + left
-            grant.ttl = ttl
-            return "ok"
+    refused = tally.no > tally.n - tally.quorum
+    return judge_votes(grant, tally.decided.result(), refused, started, now, ttl, drift_factor)
+
+
+def judge_votes(
+    grant: Grant,
+    granted: bool,
+    refused: bool,
+    started: float,
+    now: float,
+    ttl: float,
+    drift_factor: float,
+) -> Verdict:
+    """Apply one extend's votes to ``grant``: a quorum said yes (``granted``),
+    or so many nodes refused that a quorum no longer holds it (``refused``).
+
+    The extend was sent at ``started``, to ``ttl``; one fan-out per grant
+    (``judge_extend``) and a batch of grants in one call per node
+    (``_renewal.Renewals``) are judged alike.
+    """
+    left = validity(ttl, started, now, drift_factor) if granted else 0.0
+    return apply_votes(grant, left, refused, started, now, ttl, drift_factor)
+
+
+def apply_votes(
+    grant: Grant,
+    left: float,
+    refused: bool,
+    started: float,
+    now: float,
+    ttl: float,
+    drift_factor: float,
+) -> Verdict:
+    """``judge_votes`` given the validity a quorum's yes left (``left``; 0 without one).
+
+    A batch computes ``left`` once for all its grants of one ttl: they were
+    sent together and are judged together, so it is the same for each.
+    """
+    if left > 0:
+        grant.validity_end = now + left
+        grant.ttl = ttl
+        return "ok"
     # Failed (or valid for too short): nodes it did reach now expire the key
     # `ttl` after `started` at the earliest.
     shortened = shortened_validity_end(started, ttl, drift_factor)
     if shortened < grant.validity_end:
         grant.validity_end = shortened
-    if tally.no > tally.n - tally.quorum:
+    if refused:
         return "refused"  # enough nodes no longer hold our token: it is gone
     return "retry"

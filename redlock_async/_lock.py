@@ -21,10 +21,11 @@ from ._commands import Commands
 from ._config import LockOptions, check_seconds, check_ttl
 from ._engine import Engine
 from ._errors import LockLost, LockNotAcquired, LockNotOwned, NodeError, RedlockError
+from ._extend import extend_now
 from ._grant import Grant
 from ._holder import Body, Cleanup, Loss
 from ._release import judge_release, send_release
-from ._renewal import Renewer
+from ._renewal import Renewals, Renewer
 
 __all__ = ["UNSET", "Holdings", "Lock", "LockKeywords", "OnLost", "Unset"]
 
@@ -60,7 +61,7 @@ _ORPHANED = "it was held on another event loop or by the parent process before a
 class Holdings:
     """The locks of one Redlock that hold a grant, so that closing or a fork can tell them."""
 
-    __slots__ = ("_locks", "add", "discard")
+    __slots__ = ("_locks", "add", "discard", "renewals")
 
     def __init__(self, engine: Engine) -> None:
         self._locks: weakref.WeakSet[Lock] = weakref.WeakSet()
@@ -68,6 +69,8 @@ class Holdings:
         # method of ours around them would cost a Python frame each time.
         self.add = self._locks.add
         self.discard = self._locks.discard
+        # The renewal schedule of the auto-extended ones (one timer for all).
+        self.renewals: Renewals[Lock] = Renewals(engine, Lock._lose)
         engine.on_rehome.append(self.orphan_all)
 
     def lose_all(self, reason: str) -> list[Body]:
@@ -79,6 +82,7 @@ class Holdings:
         bodies = [lock._body for lock in self._locks if lock._body is not None]
         for lock in list(self._locks):
             lock._lose(reason, {})
+        self.renewals.close()
         return bodies
 
     def orphan_all(self) -> None:
@@ -87,6 +91,7 @@ class Holdings:
         self._locks.clear()
         for lock in locks:
             lock._orphaned()
+        self.renewals.forget()
 
 
 class Lock:
@@ -232,7 +237,7 @@ class Lock:
         engine.check_open()
         renewer = self._renewal()
         try:
-            lost = await renewer.extend_now(grant, new_ttl, lambda: self._grant is grant)
+            lost = await extend_now(renewer, grant, new_ttl, lambda: self._grant is grant)
             if lost is None:
                 return
             if self._grant is not grant:  # released or lost meanwhile
@@ -244,7 +249,7 @@ class Lock:
 
     def _renewal(self) -> Renewer[Lock]:
         if self._renewer is None:
-            self._renewer = Renewer(self._engine, self._commands, weakref.ref(self), Lock._lose)
+            self._renewer = Renewer(self._holdings.renewals, self._commands, weakref.ref(self))
         return self._renewer
 
     def _require_grant(self) -> Grant:

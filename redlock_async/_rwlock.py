@@ -149,6 +149,9 @@ class _ReadCommands:
     def extend(self, token: bytes, ttl: float) -> Command:
         return Command(READ_EXTEND, (self.keys.readers,), (token, ttl_ms(ttl)))
 
+    def renewal_target(self) -> tuple[bytes, bytes]:
+        return b"r", self.keys.readers
+
     def fence_keys(self) -> tuple[bytes, bytes]:
         raise ConfigurationError("read locks carry no fencing token")
 
@@ -203,6 +206,9 @@ class _WriteCommands:
 
     def extend(self, token: bytes, ttl: float) -> Command:
         return Command(EXTEND, (self.keys.writer,), (token, ttl_ms(ttl)))
+
+    def renewal_target(self) -> tuple[bytes, bytes]:
+        return b"x", self.keys.writer
 
     def fence_keys(self) -> tuple[bytes, bytes]:
         return self.keys.writer, self.keys.rw_fence

@@ -13,6 +13,7 @@ __all__ = [
     "ACQUIRE",
     "ALL_SCRIPTS",
     "EXTEND",
+    "EXTEND_MANY",
     "FAIR_ACQUIRE",
     "FAIR_LEAVE",
     "FENCE_RAISE",
@@ -28,6 +29,7 @@ __all__ = [
 ACQUIRE = Script.load("acquire", grants=True, fences=True)
 RELEASE = Script.load("release")
 EXTEND = Script.load("extend")
+EXTEND_MANY = Script.load("extend_many")
 READ_ACQUIRE = Script.load("rw_read_acquire", grants=True)
 READ_RELEASE = Script.load("rw_read_release")
 READ_EXTEND = Script.load("rw_read_extend")
@@ -40,6 +42,7 @@ ALL_SCRIPTS: tuple[Script, ...] = (
     ACQUIRE,
     RELEASE,
     EXTEND,
+    EXTEND_MANY,
     READ_ACQUIRE,
     READ_RELEASE,
     READ_EXTEND,

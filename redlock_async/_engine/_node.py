@@ -157,6 +157,13 @@ class Node(Protocol):
         ...
 
     @property
+    def cross_slot(self) -> bool:
+        """True when one script call may use keys of any hash slots (the node
+        is not a Redis Cluster): the lock layer then renews many grants in one
+        call (``_batch.py``)."""
+        ...
+
+    @property
     def wake_source(self) -> WakeSource | None:
         """Makes this node's subscriber for release announcements (called
         with the Redlock's ``WakeHub``); None: its waiters poll."""

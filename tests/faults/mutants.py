@@ -12,7 +12,7 @@ import hashlib
 import time
 from collections.abc import Callable
 
-from redlock_async import _acquire, _commands, _rwlock, _scripts
+from redlock_async import _acquire, _batch, _commands, _rwlock, _scripts
 from redlock_async._engine import Script, _engine, _tally
 
 __all__ = ["MUTANTS", "apply"]
@@ -55,16 +55,26 @@ def _release_with_del() -> None:
     _set(_rwlock, "RELEASE", broken)
 
 
+# Background renewals send extend_many.lua (each key's kind, token and ttl
+# in ARGV[3i-2..3i]), extend() sends extend.lua: a bug planted in one must be
+# planted in both.
+_EACH_KEY = "local r = {} for i = 1, #KEYS do %s end return r"
+
+
 def _unconditional_pexpire() -> None:
     broken = _script("extend", "return redis.call('PEXPIRE', KEYS[1], ARGV[2])")
     _set(_commands, "EXTEND", broken)
     _set(_rwlock, "EXTEND", broken)
+    each = "r[i] = redis.call('PEXPIRE', KEYS[i], ARGV[3 * i])"
+    _set(_batch, "EXTEND_MANY", _script("extend_many", _EACH_KEY % each))
 
 
 def _extend_recreates() -> None:
     broken = _script("extend", "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1")
     _set(_commands, "EXTEND", broken)
     _set(_rwlock, "EXTEND", broken)
+    each = "redis.call('SET', KEYS[i], ARGV[3 * i - 1], 'PX', ARGV[3 * i]) r[i] = 1"
+    _set(_batch, "EXTEND_MANY", _script("extend_many", _EACH_KEY % each))
 
 
 def _no_rollback() -> None:

@@ -43,6 +43,7 @@ from redlock_async._engine._restarts import Restarts
 from redlock_async._keys import KeyLayout
 from redlock_async._lock import Holdings, Lock, LockKeywords
 from redlock_async._rwlock import RWLock
+from redlock_async._scripts import EXTEND, EXTEND_MANY
 
 __all__ = [
     "NEVER",
@@ -54,6 +55,7 @@ __all__ = [
     "Stuck",
     "VirtualClock",
     "VirtualTimeLoop",
+    "per_key",
     "run",
     "scripted_nodes",
     "sequence",
@@ -107,11 +109,13 @@ class ScriptedNode:
         name: str,
         *,
         ordered: bool = True,
+        cross_slot: bool = True,
         rules: Mapping[str, Rule] | None = None,
         log: list[tuple[str, Sent]] | None = None,
     ) -> None:
         self.name = name
         self.ordered = ordered
+        self.cross_slot = cross_slot  # False: like a Redis Cluster (renewals one by one)
         self.rules: dict[str, Rule] = dict(rules or {})
         self.sent: list[Sent] = []
         self.log = log  # shared by a cluster's nodes: every command, in order
@@ -290,13 +294,15 @@ class Cluster:
         *,
         clock: VirtualClock | None = None,
         ordered: bool = True,
+        cross_slot: bool = True,
         rules: Mapping[str, Rule] | None = None,
         **config: Any,
     ) -> None:
         self.clock = clock if clock is not None else VirtualClock()
         self.log: list[tuple[str, Sent]] = []
         self.nodes = [
-            ScriptedNode(f"n{i}", ordered=ordered, rules=rules, log=self.log) for i in range(n)
+            ScriptedNode(f"n{i}", ordered=ordered, cross_slot=cross_slot, rules=rules, log=self.log)
+            for i in range(n)
         ]
         config.setdefault("wake_on_release", False)  # scripted nodes have no pub/sub
         self.config = RedlockConfig(**config)
@@ -332,6 +338,13 @@ class Cluster:
         for node, rule in zip(self.nodes, rules, strict=True):
             node.rules[script] = rule
 
+    def renewals(self, *rules: Rule) -> None:
+        """Set how renewals are answered on both paths: ``rules`` as for
+        :meth:`script`, for extend.lua (one grant per call), and each key of
+        an extend_many.lua call answered alike (:func:`per_key`)."""
+        self.script(EXTEND.name, *rules)
+        self.script(EXTEND_MANY.name, *(per_key(rule) for rule in rules))
+
     def sent(self, script: str) -> list[tuple[str, Sent]]:
         """Every ``script`` command sent, as (node name, command), in order."""
         return [(name, sent) for name, sent in self.log if sent.script == script]
@@ -347,6 +360,31 @@ class Cluster:
             if not seen or sent.at != seen[-1]:
                 seen.append(sent.at)
         return seen
+
+
+def per_key(rule: Rule) -> Rule:
+    """``rule``, written for a one-key script (extend.lua), for extend_many.lua.
+
+    Each call gets the answer ``rule`` gives, once per key: an integer
+    becomes a list with that vote for every key; an error, ``Late`` delay or
+    :data:`NEVER` applies to the whole call, as a node failing it would.
+    """
+
+    def each_key(sent: Sent) -> Answer:
+        answer = rule(sent) if callable(rule) else rule
+        return _for_keys(answer, len(sent.keys))
+
+    return each_key
+
+
+def _for_keys(answer: Answer, keys: int) -> Answer:
+    if isinstance(answer, Late):
+        reply = _for_keys(answer.reply, keys)
+        assert not isinstance(reply, Late | _Never)
+        return Late(reply, answer.after)
+    if type(answer) is int:
+        return [answer] * keys
+    return answer
 
 
 def sequence(*answers: Answer) -> Callable[[Sent], Answer]:

@@ -12,7 +12,7 @@ import pytest
 
 from redlock_async._errors import LockLost, NodeConnectionError
 from redlock_async._lock import Lock
-from redlock_async._scripts import ACQUIRE, EXTEND, RELEASE
+from redlock_async._scripts import ACQUIRE, EXTEND, EXTEND_MANY, RELEASE
 
 from ._scripted import Cluster, Late, run, sequence
 
@@ -26,6 +26,18 @@ def granted_cluster(**config: Any) -> Cluster:
     c.script(ACQUIRE.name, 1)
     c.script(RELEASE.name, 1)
     return c
+
+
+@pytest.fixture(params=[True, False], ids=["batched", "one-by-one"])
+def batched(request: pytest.FixtureRequest) -> bool:
+    """Renewals in one call per node for many grants, or one call per grant
+    (nodes that are a Redis Cluster): every schedule test runs on both."""
+    return bool(request.param)
+
+
+def renewal_script(batched: bool) -> str:
+    """The script background renewals send on each path."""
+    return EXTEND_MANY.name if batched else EXTEND.name
 
 
 def on_grid(t: float, grid: float) -> bool:
@@ -134,12 +146,15 @@ def test_extend_without_a_grant_raises() -> None:
 # -- the renewal schedule ----------------------------------------------------
 
 
-def test_renewals_are_due_at_two_thirds_of_the_ttl_left_less_spread_on_the_grid() -> None:
+def test_renewals_are_due_at_two_thirds_of_the_ttl_left_less_spread_on_the_grid(
+    batched: bool,
+) -> None:
     # The spread comes from the engine's rng: seeded here to replay it.
     spreads = random.Random(7)
-    c = granted_cluster()
+    c = granted_cluster(cross_slot=batched)
     c.engine.rng.seed(7)
-    c.script(EXTEND.name, 1)
+    c.renewals(1)
+    script = renewal_script(batched)
     lock = c.lock(ttl=3.0)
     start = c.clock()
 
@@ -162,20 +177,22 @@ def test_renewals_are_due_at_two_thirds_of_the_ttl_left_less_spread_on_the_grid(
             break
         expected.append(due)
         renewed = due
-    times = c.times(EXTEND.name)
+    times = c.times(script)
     assert times == pytest.approx(expected, abs=1e-9)
     assert len(times) >= 6
     assert all(on_grid(t, GRID_3S) for t in times)
     gaps = [b - a for a, b in zip([start, *times], times, strict=False)]
     assert all(0.968 - 0.25 - GRID_3S < gap <= 0.968 + 1e-9 for gap in gaps)
     assert valid_for == pytest.approx(expected[-1] + 3.0 - DRIFT_3S - (start + 6.0))
-    assert all(sent.args == (b"tok1", 3000) for _, sent in c.sent(EXTEND.name))
+    args = (b"x", b"tok1", 3000) if batched else (b"tok1", 3000)
+    assert all(sent.args == args for _, sent in c.sent(script))
+    assert c.to(EXTEND.name if batched else EXTEND_MANY.name) == []
 
 
-def test_a_renewal_that_fails_on_too_many_nodes_is_retried() -> None:
-    c = granted_cluster(retry_delay=0.2)
+def test_a_renewal_that_fails_on_too_many_nodes_is_retried(batched: bool) -> None:
+    c = granted_cluster(retry_delay=0.2, cross_slot=batched)
     c.engine.rng.seed(7)
-    c.script(EXTEND.name, 1, sequence(DOWN, DOWN, 1), sequence(DOWN, DOWN, 1))
+    c.renewals(1, sequence(DOWN, DOWN, 1), sequence(DOWN, DOWN, 1))
     lost: list[Lock] = []
     lock = c.lock(ttl=3.0, on_lost=lost.append)
 
@@ -184,7 +201,7 @@ def test_a_renewal_that_fails_on_too_many_nodes_is_retried() -> None:
         await asyncio.sleep(1.5)  # the third renewal is due by ~1.4 s, the fourth after ~1.7 s
 
     run(main(), c.clock)
-    first, retry, again = c.times(EXTEND.name)
+    first, retry, again = c.times(renewal_script(batched))
     # Retried after min(retry_delay, ttl/6) = 0.2 s (not on the grid: see
     # the test of retries near the loss deadline).
     assert retry == pytest.approx(first + 0.2)
@@ -195,10 +212,10 @@ def test_a_renewal_that_fails_on_too_many_nodes_is_retried() -> None:
     assert lock.valid_for == pytest.approx(again + 3.0 - DRIFT_3S - c.clock())
 
 
-def test_renewal_loss_at_the_loss_deadline_cancels_the_body() -> None:
-    c = granted_cluster(node_timeout=0.05)
+def test_renewal_loss_at_the_loss_deadline_cancels_the_body(batched: bool) -> None:
+    c = granted_cluster(node_timeout=0.05, cross_slot=batched)
     # Every renewal fails on two nodes (after a millisecond: time moves).
-    c.script(EXTEND.name, Late(1, 0.001), Late(DOWN, 0.001), Late(DOWN, 0.001))
+    c.renewals(Late(1, 0.001), Late(DOWN, 0.001), Late(DOWN, 0.001))
     lost: list[Lock] = []
     lock = c.lock(ttl=3.0, on_lost=lost.append)
     start = c.clock()
@@ -229,16 +246,16 @@ def test_renewal_loss_at_the_loss_deadline_cancels_the_body() -> None:
     assert all(sent.at == pytest.approx(c.clock(), abs=0.005) for _, sent in releases)
 
 
-def test_renewal_retries_are_spaced_out_until_the_loss_deadline() -> None:
+def test_renewal_retries_are_spaced_out_until_the_loss_deadline(batched: bool) -> None:
     # Nodes that fail at once (connection refused, or a driver backing off
     # answers without sending): retries must still wait min(retry_delay,
     # time left), not spin. renewal_due() rounds the last retry down to the
     # ttl/64 grid, to a time before the loss deadline; from there, the time
     # left is shorter than the distance to the next grid point, so every
     # retry is due "now" again: fan-outs back to back until the deadline.
-    c = granted_cluster(node_timeout=0.05, retry_delay=0.2)
+    c = granted_cluster(node_timeout=0.05, retry_delay=0.2, cross_slot=batched)
     c.engine.rng.seed(7)
-    c.script(EXTEND.name, Late(1, 0.0001), Late(DOWN, 0.0001), Late(DOWN, 0.0001))
+    c.renewals(Late(1, 0.0001), Late(DOWN, 0.0001), Late(DOWN, 0.0001))
     lock = c.lock(ttl=3.0)
     start = c.clock()
 
@@ -248,7 +265,7 @@ def test_renewal_retries_are_spaced_out_until_the_loss_deadline() -> None:
 
     run(main(), c.clock)
     assert lock.lost
-    times = [t - start for t in c.times(EXTEND.name)]
+    times = [t - start for t in c.times(renewal_script(batched))]
     # Renewals run from ~1 s until the loss deadline at ~2.92 s, 0.2 s apart
     # (less grid rounding): about ten; a spin makes hundreds.
     gaps = [b - a for a, b in itertools.pairwise(times)]
@@ -258,9 +275,11 @@ def test_renewal_retries_are_spaced_out_until_the_loss_deadline() -> None:
     )
 
 
-def test_a_renewal_due_while_the_loop_was_blocked_past_the_validity_is_a_loss() -> None:
-    c = granted_cluster()
-    c.script(EXTEND.name, 1)
+def test_a_renewal_due_while_the_loop_was_blocked_past_the_validity_is_a_loss(
+    batched: bool,
+) -> None:
+    c = granted_cluster(cross_slot=batched)
+    c.renewals(1)
     lost: list[Lock] = []
     lock = c.lock(ttl=3.0, on_lost=lost.append, cancel_on_lost=False)
 
@@ -274,4 +293,5 @@ def test_a_renewal_due_while_the_loop_was_blocked_past_the_validity_is_a_loss() 
 
     run(main(), c.clock)
     assert lost == [lock]
-    assert c.to(EXTEND.name) == []  # not attempted: it could not be valid any more
+    # Not attempted: it could not be valid any more.
+    assert c.to(EXTEND.name) == c.to(EXTEND_MANY.name) == []

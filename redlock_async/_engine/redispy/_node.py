@@ -66,6 +66,8 @@ class RedisPyNode:
         # (see _run_watched); a cluster's INFO would answer for an arbitrary
         # shard, so not there.
         self.restarts = restarts if isinstance(client, Redis) else None
+        # A cluster refuses a script whose keys live in different slots.
+        self.cross_slot = not isinstance(client, RedisCluster)
 
     @property
     def name(self) -> str:

@@ -68,6 +68,7 @@ class RespNode:
 
     ordered = True
     concurrency = LIMIT  # one pipelined connection: the engine's bound is the only one
+    cross_slot = True  # a plain server (a cluster is reached through redis-py)
 
     def __init__(
         self,
