@@ -173,8 +173,8 @@ class Renewals(Generic[_Owner]):
 
     def _retry(self, renewer: Renewer[_Owner], grant: Grant) -> None:
         # After the retry interval; when the loss deadline comes first, the
-        # tick then reports the loss. Not on the grid: a retry rounded down
-        # to it could fall due at once, again and again.
+        # send then reports the loss instead. Not on the grid: a retry rounded
+        # down to it could fall due at once, again and again.
         engine = self.engine
         config = engine.config
         left = loss_deadline(grant.validity_end, grant.ttl, config.node_timeout) - engine.clock()
