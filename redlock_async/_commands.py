@@ -56,9 +56,10 @@ class Commands(Protocol):
         """Renew the grant to ``ttl`` seconds from now, if it is still ours."""
         ...
 
-    def renewal_target(self) -> tuple[bytes, bytes]:
+    def renewal_target(self) -> tuple[bytes, bytes] | None:
         """What a batched renewal (extend_many.lua) renews: its kind (``x``: a
-        string holding the token, ``r``: a reader set) and its key."""
+        string holding the token, ``r``: a reader set) and its key. None: a
+        grant that is not one such key; its renewals go alone (``extend``)."""
         ...
 
     def fence_keys(self) -> tuple[bytes, bytes]:
@@ -137,7 +138,7 @@ class ExclusiveCommands:
     def extend(self, token: bytes, ttl: float) -> Command:
         return Command(EXTEND, (self.keys.lock,), (token, ttl_ms(ttl)))
 
-    def renewal_target(self) -> tuple[bytes, bytes]:
+    def renewal_target(self) -> tuple[bytes, bytes] | None:
         return b"x", self.keys.lock
 
     def fence_keys(self) -> tuple[bytes, bytes]:

@@ -89,7 +89,8 @@ class Renewer(Generic[_Owner]):
         # reference back would keep a forgotten lock (and its renewals)
         # alive. ``Renewals.lose(owner, ...)`` tells it.
         self.owner = owner
-        self.kind, self.key = commands.renewal_target()
+        # Its part of a batched call; an empty kind: renewed alone.
+        self.kind, self.key = commands.renewal_target() or (b"", b"")
         self.grant: Grant | None = None  # the grant renewed; None when stopped
         self.ttl_ms = 0  # the grant's ttl as sent
         self.slot: list[Renewer[_Owner]] | None = None  # the bucket it waits in
@@ -172,8 +173,8 @@ class Renewals(Generic[_Owner]):
 
     def _retry(self, renewer: Renewer[_Owner], grant: Grant) -> None:
         # After the retry interval; when the loss deadline comes first, the
-        # tick then reports the loss. Not on the grid: a retry rounded down
-        # to it could fall due at once, again and again.
+        # send then reports the loss instead. Not on the grid: a retry rounded
+        # down to it could fall due at once, again and again.
         engine = self.engine
         config = engine.config
         left = loss_deadline(grant.validity_end, grant.ttl, config.node_timeout) - engine.clock()
@@ -203,9 +204,12 @@ class Renewals(Generic[_Owner]):
         engine = self.engine
         node_timeout = engine.config.node_timeout
         started = engine.clock()  # before the send: validity is counted from here
-        members: list[Renewer[_Owner]] = []
+        batching = self.batching
+        members: list[Renewer[_Owner]] = []  # in one call
         grants: list[Grant] = []
-        soonest = longest = 0.0
+        alone: list[tuple[Renewer[_Owner], Grant]] = []  # each in a call of its own
+        soonest = math.inf
+        longest = 0.0
         for renewer in chunk:
             grant = renewer.grant
             if grant is None or renewer.owner() is None:
@@ -214,33 +218,35 @@ class Renewals(Generic[_Owner]):
             if started >= deadline:
                 renewer.tell_lost(_NO_QUORUM if renewer.errors else _BLOCKED, renewer.errors)
                 continue
-            if not members or deadline < soonest:
+            if deadline < soonest:
                 soonest = deadline
             if grant.ttl > longest:
                 longest = grant.ttl
-            members.append(renewer)
-            grants.append(grant)
-        if not members:
+            if batching and renewer.kind:
+                members.append(renewer)
+                grants.append(grant)
+            else:
+                alone.append((renewer, grant))
+        if not members and not alone:
             return
         engine.ttls.granted(longest)
         loop = engine.loop()
-        if self.batching:
+        batches = [
+            self._batch(
+                [renewer],
+                [grant],
+                started,
+                renewer.commands.extend(grant.token, grant.ttl),
+                alone=True,
+            )
+            for renewer, grant in alone
+        ]
+        if members:
             batch = self._batch(members, grants, started, extend_many(members, grants))
             # A list reply is no vote to the tally: the batch keeps its own
             # deadline (see _batch.py).
             loop.call_later(node_timeout, batch.expire)
-            batches = [batch]
-        else:
-            batches = [
-                self._batch(
-                    [renewer],
-                    [grant],
-                    started,
-                    renewer.commands.extend(grant.token, grant.ttl),
-                    alone=True,
-                )
-                for renewer, grant in zip(members, grants, strict=True)
-            ]
+            batches.append(batch)
         if soonest - started < node_timeout:
             # Retries close to their loss deadline: the verdict may come after
             # it, so the deadline is kept by a timer of its own.

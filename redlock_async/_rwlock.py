@@ -149,7 +149,7 @@ class _ReadCommands:
     def extend(self, token: bytes, ttl: float) -> Command:
         return Command(READ_EXTEND, (self.keys.readers,), (token, ttl_ms(ttl)))
 
-    def renewal_target(self) -> tuple[bytes, bytes]:
+    def renewal_target(self) -> tuple[bytes, bytes] | None:
         return b"r", self.keys.readers
 
     def fence_keys(self) -> tuple[bytes, bytes]:
@@ -207,7 +207,7 @@ class _WriteCommands:
     def extend(self, token: bytes, ttl: float) -> Command:
         return Command(EXTEND, (self.keys.writer,), (token, ttl_ms(ttl)))
 
-    def renewal_target(self) -> tuple[bytes, bytes]:
+    def renewal_target(self) -> tuple[bytes, bytes] | None:
         return b"x", self.keys.writer
 
     def fence_keys(self) -> tuple[bytes, bytes]:

@@ -13,7 +13,8 @@ from collections.abc import Callable, Mapping
 import pytest
 
 from redlock_async._batch import CHUNK
-from redlock_async._config import RedlockConfig
+from redlock_async._commands import ExclusiveCommands
+from redlock_async._config import LockOptions, RedlockConfig
 from redlock_async._engine import Engine
 from redlock_async._errors import LockLost, NodeConnectionError
 from redlock_async._lock import Lock
@@ -305,3 +306,28 @@ def test_a_cluster_node_among_the_nodes_sends_renewals_one_by_one() -> None:
     assert not Renewals(engine, lambda owner, reason, errors: None).batching
     everywhere = Engine([ScriptedNode(f"n{i}") for i in range(3)], RedlockConfig())
     assert Renewals(everywhere, lambda owner, reason, errors: None).batching
+
+
+class NotOneKey(ExclusiveCommands):
+    """A kind of lock whose grant is not one key extend_many.lua knows."""
+
+    __slots__ = ()
+
+    def renewal_target(self) -> tuple[bytes, bytes] | None:
+        return None
+
+
+def test_a_kind_that_is_not_one_key_is_renewed_alone_beside_the_batch() -> None:
+    c = cluster()
+    c.renewals(1)
+    alone = Lock(c.engine, c.holdings, "odd", LockOptions(ttl=TTL), NotOneKey(c.keys("odd")))
+    batched = [c.lock(f"r{i}", ttl=TTL) for i in range(2)]
+
+    async def main() -> None:
+        await hold([alone, *batched])
+        await asyncio.sleep(1.5)  # one renewal each
+
+    run(main(), c.clock)
+    assert batches(c) == [[b"tok2", b"tok3"]]
+    assert [sent.args for name, sent in c.sent(EXTEND.name) if name == "n0"] == [(b"tok1", 3000)]
+    assert all(lock.held for lock in [alone, *batched])
