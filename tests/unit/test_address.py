@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 import pytest
 import redis.asyncio
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from redlock_async import ConfigurationError, Redlock
@@ -90,6 +90,9 @@ def _assert_hidden(secret: str, url: str, placeholder_url: str) -> None:
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(secret=PASSWORDS)
 def test_no_password_is_ever_shown(secret: str) -> None:
+    # A secret spelled with the mask's own "*" (say "***@") is found in any
+    # masked text: the check could not tell it from the mask.
+    assume("*" not in secret)
     placeholder = "\u2603" * len(secret)
     for url, baseline in zip(_forms(secret), _forms(placeholder), strict=True):
         _assert_hidden(secret, url, baseline)
