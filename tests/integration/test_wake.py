@@ -324,7 +324,9 @@ async def test_when_no_node_can_wake_them_every_waiter_polls(
     before = script_calls(redis_nodes[0])
     await asyncio.sleep(1.0)
     polls = script_calls(redis_nodes[0]) - before
-    assert polls >= 3 * n, polls  # ~10 per waiter; the first alone would make ~10
+    # ~10 per waiter on an idle machine (18 in all seen on a loaded one); the
+    # first in line alone could make at most 11 (every 0.1 s for 1 s).
+    assert polls >= 2 * n, polls
     await holder.release()
     done, _ = await asyncio.wait(tasks, timeout=30.0, return_when=asyncio.FIRST_COMPLETED)
     assert done
