@@ -67,10 +67,10 @@ class Quorum:
         self._again: list[tuple[float, int, Tally]] = []
         self._sequence = itertools.count()
         self._timer: asyncio.TimerHandle | None = None
-        # When the sweep timer was meant to run, and whether the sweep is
-        # taking its second look after finding the loop late (see _sweep).
+        # When the sweep timer was meant to run, and how many times in a row
+        # the sweep found the loop late and looked again (see _sweep).
         self._timer_at = 0.0
-        self._second_look = False
+        self._looks = 0
         # The running loop, remembered: asyncio.get_running_loop() makes a
         # getpid() syscall, which cost ~2% of a grant at 50 tasks. Only
         # asyncio's own loops are remembered (see fanout); after a fork the
@@ -211,17 +211,21 @@ class Quorum:
         self._timer = None
         loop = asyncio.get_running_loop()
         now = loop.time()
-        if now - self._timer_at > _LATE and not self._second_look:
+        if now - self._timer_at > _LATE and self._looks < _MAX_LOOKS:
             # The loop ran this timer late: it was busy or blocked, and
-            # replies may be sitting unread in the sockets. uvloop runs due
-            # timers before it polls for I/O, so look again after one poll
-            # (a timer a millisecond away runs after the next poll on every
-            # loop) rather than time out nodes that did answer.
-            self._second_look = True
+            # replies may be sitting unread in the sockets - or were read
+            # a while ago, before a long stretch of work (settling 100,000
+            # replies of a burst), so a node's last answer looks old though
+            # nobody polled since. uvloop runs due timers before it polls
+            # for I/O. So look again after a poll (a timer a millisecond
+            # away runs after the next poll on every loop), until a sweep
+            # runs on time, or a few times at most: a loop busy for good
+            # must still time out the nodes that are silent.
+            self._looks += 1
             self._timer_at = now + _SECOND_LOOK
             self._timer = loop.call_at(self._timer_at, self._sweep)
             return
-        self._second_look = False
+        self._looks = 0
         due = self._due
         again = self._again
         expired: list[Tally] = []
@@ -268,9 +272,11 @@ class Quorum:
 _get_ident = threading.get_ident
 
 # A sweep that runs this much after its time found the loop busy or blocked
-# (see _sweep), and how far away its second look is.
+# (see _sweep), how far away its next look is, and how many looks in a row
+# at most before it times out silent nodes anyway.
 _LATE = 0.002
 _SECOND_LOOK = 0.001
+_MAX_LOOKS = 20
 
 
 def _nothing() -> None:
