@@ -5,7 +5,7 @@ together (``_renewal.Renewals`` makes them). One ``extend_many.lua`` call per
 node renews them all, and the node answers a list with one vote per grant: 1
 renewed, 0 refused (gone or someone else's), a string for an error on that
 key alone. Each grant is then decided on its own quorum, exactly as a
-fan-out of its own would be (``_grant.judge_votes``, ``apply_votes``):
+fan-out of its own would be (``_grant.apply_votes``):
 
 - a node that fails the whole call (down, timed out, an error reply) fails
   its vote for every grant of the batch;

@@ -8,7 +8,7 @@ from typing import Literal
 from ._engine import Tally
 from ._timing import shortened_validity_end, validity
 
-__all__ = ["Grant", "Verdict", "apply_votes", "judge_extend", "judge_votes"]
+__all__ = ["Grant", "Verdict", "apply_votes", "judge_extend"]
 
 Verdict = Literal["ok", "refused", "retry"]
 """An extend's outcome: renewed; refused by enough nodes that the grant is
@@ -36,26 +36,7 @@ def judge_extend(
 ) -> Verdict:
     """Apply one decided extend fan-out (sent at ``started``, to ``ttl``) to ``grant``."""
     refused = tally.no > tally.n - tally.quorum
-    return judge_votes(grant, tally.decided.result(), refused, started, now, ttl, drift_factor)
-
-
-def judge_votes(
-    grant: Grant,
-    granted: bool,
-    refused: bool,
-    started: float,
-    now: float,
-    ttl: float,
-    drift_factor: float,
-) -> Verdict:
-    """Apply one extend's votes to ``grant``: a quorum said yes (``granted``),
-    or so many nodes refused that a quorum no longer holds it (``refused``).
-
-    The extend was sent at ``started``, to ``ttl``; one fan-out per grant
-    (``judge_extend``) and a batch of grants in one call per node
-    (``_renewal.Renewals``) are judged alike.
-    """
-    left = validity(ttl, started, now, drift_factor) if granted else 0.0
+    left = validity(ttl, started, now, drift_factor) if tally.decided.result() else 0.0
     return apply_votes(grant, left, refused, started, now, ttl, drift_factor)
 
 
@@ -68,10 +49,14 @@ def apply_votes(
     ttl: float,
     drift_factor: float,
 ) -> Verdict:
-    """``judge_votes`` given the validity a quorum's yes left (``left``; 0 without one).
+    """Apply one extend's votes to ``grant``: the validity a quorum's yes left
+    (``left``; 0 without one), and whether so many nodes refused that a quorum
+    no longer holds it (``refused``). The extend was sent at ``started``, to ``ttl``.
 
-    A batch computes ``left`` once for all its grants of one ttl: they were
-    sent together and are judged together, so it is the same for each.
+    One fan-out per grant (``judge_extend``) and a batch of grants in one call
+    per node (``_renewal.Renewals``, which computes ``left`` once for all its
+    grants of one ttl: sent and judged together, it is the same for each) are
+    judged alike.
     """
     if left > 0:
         grant.validity_end = now + left
