@@ -8,6 +8,7 @@ from __future__ import annotations
 from ._config import LockOptions as LockOptions
 from ._config import RedlockConfig as RedlockConfig
 from ._errors import ConfigurationError as ConfigurationError
+from ._errors import LockBusy as LockBusy
 from ._errors import LockLost as LockLost
 from ._errors import LockNotAcquired as LockNotAcquired
 from ._errors import LockNotOwned as LockNotOwned
@@ -15,6 +16,7 @@ from ._errors import NodeConnectionError as NodeConnectionError
 from ._errors import NodeError as NodeError
 from ._errors import NodeResponseError as NodeResponseError
 from ._errors import NodeTimeoutError as NodeTimeoutError
+from ._errors import QuorumUnavailable as QuorumUnavailable
 from ._errors import RedlockError as RedlockError
 from ._lock import Lock as Lock
 from ._redlock import Redlock as Redlock
@@ -27,6 +29,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ConfigurationError",
     "Lock",
+    "LockBusy",
     "LockLost",
     "LockNotAcquired",
     "LockNotOwned",
@@ -35,6 +38,7 @@ __all__ = [
     "NodeError",
     "NodeResponseError",
     "NodeTimeoutError",
+    "QuorumUnavailable",
     "RWLock",
     "ReadLock",
     "Redlock",

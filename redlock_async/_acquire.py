@@ -34,8 +34,9 @@ __all__ = ["Outcome", "acquire"]
 NodeErrors = Mapping[str, NodeError]
 
 
-Outcome = tuple[Grant | None, NodeErrors]
-"""What ``acquire`` ended with: the grant, or None and the last attempt's errors."""
+Outcome = tuple[Grant | None, NodeErrors, Tally | None]
+"""What ``acquire`` ended with: the grant, or None and the last attempt's errors;
+and the last attempt's tally (None when no attempt was made)."""
 
 
 async def acquire(
@@ -103,7 +104,7 @@ async def acquire(
                     engine.check_open()  # raises
                 if left > 0:
                     grant = Grant(token, ttl, now + left, tally, fencing)
-                    return grant, {}
+                    return grant, {}, tally
             errors = errors if errors is not None else tally.errors()
             engine.undo(tally, commands.release(token, False))
 
@@ -113,7 +114,7 @@ async def acquire(
             if first:
                 first = False
                 if not blocking or limit == 0:
-                    return None, errors  # timeout=0: one attempt, like blocking=False
+                    return None, errors, tally  # timeout=0: one attempt, like blocking=False
                 if engine.wake is not None:
                     # Listen for releases. The deadline bounds the wait for
                     # confirmations too.
@@ -139,7 +140,7 @@ async def acquire(
             if deadline is not None:
                 remaining = deadline - engine.clock()
                 if remaining <= 0:
-                    return None, errors
+                    return None, errors, tally
                 delay = min(delay, remaining)
                 idle = remaining if idle is None else min(idle, remaining)
             if subscription is not None:
@@ -149,7 +150,7 @@ async def acquire(
             else:
                 await asyncio.sleep(delay)
             if deadline is not None and engine.clock() >= deadline:
-                return None, errors
+                return None, errors, tally
     finally:
         if subscription is not None:
             # Its turn passes on: woken at once if it leaves without a grant

@@ -5,6 +5,8 @@ Every exception the library raises on purpose derives from :class:`RedlockError`
     RedlockError
     ├── ConfigurationError (also ValueError)   bad argument, raised by the call that got it
     ├── LockNotAcquired                          ``async with`` gave up; ``.errors`` per node
+    │   ├── LockBusy                             a quorum answered: held elsewhere (HTTP 409)
+    │   └── QuorumUnavailable                    too few nodes answered to decide (HTTP 503)
     ├── LockLost                                 a held grant could not be kept
     ├── LockNotOwned                             release found < quorum still holding the grant
     └── NodeError                                one node's failure, as a vote (in ``.errors``)
@@ -13,7 +15,8 @@ Every exception the library raises on purpose derives from :class:`RedlockError`
         └── NodeResponseError                  the node answered with an error reply
 
 Driver exceptions (redis-py's, OSError, hiredis reply errors) are translated into
-``NodeError`` at one boundary, the node layer, so callers never see a driver type.
+``NodeError`` at one boundary, the node layer, so callers never see a driver type;
+the driver's exception stays reachable as the ``NodeError``'s ``__cause__``.
 Messages name nodes by their redacted address: passwords never appear.
 """
 
@@ -24,6 +27,7 @@ from types import MappingProxyType
 
 __all__ = [
     "ConfigurationError",
+    "LockBusy",
     "LockLost",
     "LockNotAcquired",
     "LockNotOwned",
@@ -31,6 +35,7 @@ __all__ = [
     "NodeError",
     "NodeResponseError",
     "NodeTimeoutError",
+    "QuorumUnavailable",
     "RedlockError",
 ]
 
@@ -84,6 +89,23 @@ class LockNotAcquired(_WithNodeErrors):
     ``errors`` maps each node (by its redacted address) that failed in the last
     attempt to the exception it raised; nodes that simply voted "held by someone
     else" are not errors and do not appear.
+    """
+
+
+class LockBusy(LockNotAcquired):
+    """The lock is held elsewhere: the last attempt reached a quorum, which refused.
+
+    Nothing is wrong with the nodes; someone else holds the name (in HTTP
+    terms, 409 Conflict). ``errors`` still lists any minority of nodes that
+    failed.
+    """
+
+
+class QuorumUnavailable(LockNotAcquired):
+    """Too few nodes answered to decide: down, slow, refusing or misconfigured.
+
+    ``errors`` says why, per node (in HTTP terms, 503 Service Unavailable).
+    Whether the name is held elsewhere is unknown.
     """
 
 

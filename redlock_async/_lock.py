@@ -17,13 +17,16 @@ from types import MappingProxyType, TracebackType
 from typing import Final, Self, TypedDict
 
 from . import _acquire
+from ._asynconly import AsyncOnly
 from ._commands import Commands
 from ._config import LockOptions, check_seconds, check_ttl
-from ._engine import Engine
-from ._errors import LockLost, LockNotAcquired, LockNotOwned, NodeError, RedlockError
+from ._engine import Engine, Tally
+from ._errors import LockLost, LockNotOwned, NodeError, RedlockError
 from ._extend import extend_now
 from ._grant import Grant
 from ._holder import Body, Cleanup, Loss
+from ._owners import Owners
+from ._refusal import not_acquired
 from ._release import judge_release, send_release
 from ._renewal import Renewals, Renewer
 
@@ -61,7 +64,7 @@ _ORPHANED = "it was held on another event loop or by the parent process before a
 class Holdings:
     """The locks of one Redlock that hold a grant, so that closing or a fork can tell them."""
 
-    __slots__ = ("_locks", "add", "discard", "renewals")
+    __slots__ = ("_locks", "add", "discard", "owners", "renewals")
 
     def __init__(self, engine: Engine) -> None:
         self._locks: weakref.WeakSet[Lock] = weakref.WeakSet()
@@ -71,6 +74,7 @@ class Holdings:
         self.discard = self._locks.discard
         # The renewal schedule of the auto-extended ones (one timer for all).
         self.renewals: Renewals[Lock] = Renewals(engine, Lock._lose)
+        self.owners = Owners()  # who holds what, for self-deadlock detection
         engine.on_rehome.append(self.orphan_all)
 
     def lose_all(self, reason: str) -> list[Body]:
@@ -89,17 +93,21 @@ class Holdings:
         """The grants belong to another event loop or the parent process: dropped silently."""
         locks = list(self._locks)
         self._locks.clear()
+        self.owners.clear()
         for lock in locks:
-            lock._orphaned()
+            if lock._grant is not None:  # lost; nothing sent or cancelled
+                lock._grant = None
+                if lock._renewer is not None:
+                    lock._renewer.forget()
+                lock._body = None
+                lock._loss.mark(LockLost(f"lock {lock.name!r} was lost: {_ORPHANED}"))
         self.renewals.forget()
 
 
-class Lock:
-    """A distributed lock on one name. Create one per critical section.
-
-    Obtain it from :meth:`Redlock.lock` (exclusive) or :meth:`RWLock.read` /
-    :meth:`RWLock.write`; see :meth:`Redlock.lock` for the keywords.
-    """
+class Lock(AsyncOnly):
+    """A distributed lock on one name. Create one per critical section: get it from
+    :meth:`Redlock.lock` (exclusive) or :meth:`RWLock.read` / :meth:`RWLock.write`;
+    see :meth:`Redlock.lock` for the keywords."""
 
     __slots__ = (
         "__weakref__",
@@ -113,6 +121,7 @@ class Lock:
         "_loss",
         "_name",
         "_options",
+        "_refused",
         "_renewer",
     )
 
@@ -135,6 +144,7 @@ class Lock:
         self._loss = Loss()
         self._errors: Mapping[str, NodeError] = _NO_ERRORS
         self._body: Body | None = None  # the `async with` body's task, cancelled on loss
+        self._refused: Tally | None = None  # the last attempt of a failed acquire()
 
     @property
     def name(self) -> str:
@@ -204,9 +214,12 @@ class Lock:
         limit = self._options.timeout  # validated with the options
         if timeout is not UNSET:
             limit = check_seconds("timeout", timeout, allow_none=True)
+        owner = asyncio.current_task()
+        if blocking and limit != 0:
+            self._holdings.owners.check(self, self._name, self._commands.kind, owner)
         self._acquiring = True
         try:
-            grant, errors = await _acquire.acquire(
+            grant, errors, self._refused = await _acquire.acquire(
                 self._engine, self._commands, self._options, blocking, limit
             )
         finally:
@@ -215,6 +228,8 @@ class Lock:
             self._errors = errors
             return False
         self._grant = grant
+        self._refused = None
+        self._holdings.owners.took(self, self._name, self._commands.kind, owner)
         if self._loss.error is not None:  # a new grant after a loss: it is history
             self._loss.clear()
         self._errors = _NO_ERRORS
@@ -284,16 +299,9 @@ class Lock:
             self._grant = None
         if self._renewer is not None:
             self._renewer.stop()
-        self._holdings.discard(self)
-
-    def _orphaned(self) -> None:
-        """Held on another loop or by the parent before a fork: lost; nothing sent or cancelled."""
-        if self._grant is not None:
-            self._grant = None
-            if self._renewer is not None:
-                self._renewer.forget()
-            self._body = None
-            self._loss.mark(LockLost(f"lock {self._name!r} was lost: {_ORPHANED}"))
+        holdings = self._holdings
+        holdings.discard(self)
+        holdings.owners.gave_up(self, self._name, self._commands.kind)
 
     def _lose(self, reason: str, errors: Mapping[str, NodeError]) -> LockLost:
         """Mark the held grant lost, tell the holder, clean up; returns the error."""
@@ -315,10 +323,13 @@ class Lock:
 
     async def __aenter__(self) -> Self:
         if not await self.acquire():
-            raise LockNotAcquired(
-                f"could not acquire lock {self._name!r} within {self._options.timeout}s",
-                self._errors,
+            # Why: busy (a quorum refused) or unavailable (no quorum answered).
+            tally, self._refused = self._refused, None
+            timeout, node_timeout = self._options.timeout, self._engine.config.node_timeout
+            error, self._errors = await not_acquired(
+                self._name, tally, self._errors, timeout, node_timeout
             )
+            raise error
         self._body = Body(self._engine.loop())
         return self
 

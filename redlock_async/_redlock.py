@@ -9,6 +9,7 @@ from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar, Unpack
 
 from ._address import Endpoint
+from ._asynconly import AsyncOnly
 from ._caches import CommandsCache, OptionsCache
 from ._config import RedlockConfig
 from ._engine import Engine, TtlLedger, stall_limit
@@ -26,7 +27,7 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-class Redlock:
+class Redlock(AsyncOnly):
     """A quorum of independent Redis nodes, and the factory of locks over them.
 
     ``nodes`` are URLs (``redis://``, ``rediss://``, ``unix://``) or
@@ -57,6 +58,9 @@ class Redlock:
     literal. Nothing connects until the first command; close with
     ``await redlock.aclose()`` or ``async with``.
     """
+
+    _with_what = "Redlock"
+    _with_call = "Redlock(...)"
 
     def __init__(
         self,

@@ -240,6 +240,17 @@ class Tally:
             self._waiters = {}
         self._waiters.setdefault(index, []).append(then)
 
+    def answering(self) -> list[int]:
+        """The nodes whose vote is still pending and has not timed out."""
+        if self.expired or not self.missing:
+            return []
+        silent = self.silent
+        return [
+            i
+            for i, reply in enumerate(self.replies)
+            if reply is PENDING and (silent is None or not silent[i])
+        ]
+
     def abandon(self) -> None:
         """The caller stopped waiting (cancelled): decide now, as a failure."""
         if not self.decided.done():

@@ -9,6 +9,7 @@ def test_export_list_is_pinned() -> None:
     assert set(redlock_async.__all__) == {
         "ConfigurationError",
         "Lock",
+        "LockBusy",
         "LockLost",
         "LockNotAcquired",
         "LockNotOwned",
@@ -17,6 +18,7 @@ def test_export_list_is_pinned() -> None:
         "NodeError",
         "NodeResponseError",
         "NodeTimeoutError",
+        "QuorumUnavailable",
         "RWLock",
         "ReadLock",
         "Redlock",
@@ -40,6 +42,9 @@ def test_error_tree() -> None:
     assert issubclass(redlock_async.ConfigurationError, ValueError)
     assert issubclass(redlock_async.NodeTimeoutError, TimeoutError)
     assert issubclass(redlock_async.NodeConnectionError, ConnectionError)
+    # Both refusals are LockNotAcquired: code written before them still catches them.
+    assert issubclass(redlock_async.LockBusy, redlock_async.LockNotAcquired)
+    assert issubclass(redlock_async.QuorumUnavailable, redlock_async.LockNotAcquired)
 
 
 def test_py_typed_is_shipped() -> None:

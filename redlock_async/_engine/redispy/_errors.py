@@ -33,9 +33,18 @@ _CONNECTING = "connecting to"
 
 
 def translate(exc: BaseException, name: str) -> NodeError:
-    """Map a driver exception onto the library's tree (the one translation point)."""
+    """Map a driver exception onto the library's tree (the one translation point).
+
+    The driver's exception stays reachable as the result's ``__cause__``.
+    """
     if isinstance(exc, NodeError):
         return exc
+    error = _translate(exc, name)
+    error.__cause__ = exc
+    return error
+
+
+def _translate(exc: BaseException, name: str) -> NodeError:
     text = str(exc) or type(exc).__name__
     for cls, code in _ERROR_CODES:
         if isinstance(exc, cls):

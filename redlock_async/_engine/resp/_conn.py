@@ -13,6 +13,7 @@ to its owner, the node.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from collections import deque
 from typing import Protocol, cast
@@ -168,6 +169,10 @@ class Conn(asyncio.Protocol):
         # Commands unanswered: the server may still run what it had read (a
         # paused node reads it when it resumes), see RespNode.connect.
         error = self.node.forget(self, None, unanswered=bool(pending))
+        if exc is not None and error.__cause__ is None:
+            # The transport's own reason (an OSError: reset, broken pipe).
+            error = copy.copy(error)
+            error.__cause__ = exc
         index = self.node.index
         written = len(pending) - never_written
         for position, entry in enumerate(pending):

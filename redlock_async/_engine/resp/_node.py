@@ -197,7 +197,9 @@ class RespNode:
                 conn = await connect(self._address, lambda: Conn(self, loop), self._stall)
             except (OSError, TimeoutError) as exc:
                 reason = "timed out" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
-                self._down(loop, NodeConnectionError(f"cannot connect to {self.name}: {reason}"))
+                error = NodeConnectionError(f"cannot connect to {self.name}: {reason}")
+                error.__cause__ = exc  # the OSError itself, for callers who need errno
+                self._down(loop, error)
                 self._fail_waiting(self._last_error)
                 return
             if self._closed:

@@ -1,0 +1,186 @@
+"""Why ``async with`` gave up (LockBusy / QuorumUnavailable), self-deadlock, ``with``.
+
+Scripted nodes in virtual time (see _scripted.py): the votes are exact, and
+so is how long judging a refusal waits for the nodes still answering.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from redlock_async import LockBusy, LockNotAcquired, QuorumUnavailable, RedlockError
+from redlock_async._errors import NodeConnectionError
+from redlock_async._scripts import ACQUIRE, READ_ACQUIRE, RELEASE, WRITE_ACQUIRE
+
+from ._scripted import NEVER, Cluster, Late, run
+
+DOWN = NodeConnectionError("n1: connection refused")
+
+
+def enter(c: Cluster, **options: object) -> LockNotAcquired:
+    """Enter ``async with`` on a fresh lock; return what it raised."""
+
+    async def main() -> LockNotAcquired:
+        with pytest.raises(LockNotAcquired) as raised:
+            async with c.lock(**options):  # type: ignore[arg-type]
+                pytest.fail("entered the body without the lock")
+        return raised.value
+
+    return run(main(), c.clock)
+
+
+def test_a_quorum_that_refuses_is_busy() -> None:
+    c = Cluster()
+    c.script(ACQUIRE.name, 0)
+    error = enter(c, timeout=0)
+    assert type(error) is LockBusy
+    assert "held elsewhere" in str(error)
+    assert "within 0.0s" not in str(error)
+    assert dict(error.errors) == {}
+
+
+def test_one_dead_node_of_three_and_the_others_refusing_is_busy_not_unavailable() -> None:
+    # n1 fails at once and n0 refuses: the attempt is decided (no quorum of
+    # yes is possible) before n2 answers. n2's refusal, a moment later, makes
+    # it "busy"; judging waits for it rather than calling the quorum down.
+    c = Cluster()
+    c.script(ACQUIRE.name, 0, DOWN, Late(0, 0.05))
+    start = c.clock()
+    error = enter(c, timeout=0)
+    assert type(error) is LockBusy
+    assert set(error.errors) == {"n1"}
+    assert c.clock() == pytest.approx(start + 0.05)  # waited for n2, no longer
+
+
+def test_two_dead_nodes_of_three_is_unavailable_and_names_them() -> None:
+    c = Cluster()
+    c.script(ACQUIRE.name, 0, DOWN, DOWN)
+    error = enter(c, timeout=0)
+    assert type(error) is QuorumUnavailable
+    assert set(error.errors) == {"n1", "n2"}
+    assert "1 of 3 nodes answered, 2 needed" in str(error)
+
+
+def test_silent_nodes_are_not_waited_for_twice() -> None:
+    # Two nodes never answer: the attempt fails after node_timeout, and
+    # judging it does not wait another node_timeout for them.
+    c = Cluster(node_timeout=0.5)
+    c.script(ACQUIRE.name, 0, NEVER, NEVER)
+    start = c.clock()
+    error = enter(c, timeout=0)
+    assert type(error) is QuorumUnavailable
+    assert set(error.errors) == {"n1", "n2"}
+    assert c.clock() == pytest.approx(start + 0.5, abs=0.01)
+
+
+def test_a_refusal_after_retries_says_how_long_it_waited() -> None:
+    c = Cluster(retry_delay=0.1, retry_jitter=0.0)
+    c.script(ACQUIRE.name, 0)
+    error = enter(c, timeout=0.3)
+    assert type(error) is LockBusy
+    assert "gave up after 0.3s" in str(error)
+
+
+def test_a_grant_too_late_to_be_valid_is_unavailable() -> None:
+    c = Cluster(node_timeout=2.0)
+    c.script(ACQUIRE.name, Late(1, 0.995))  # every yes arrives too late to leave validity
+    error = enter(c, timeout=0, ttl=1.0, auto_extend=False)
+    assert type(error) is QuorumUnavailable
+    assert "too late" in str(error)
+
+
+# -- self-deadlock -----------------------------------------------------------
+
+
+def test_waiting_for_a_lock_this_task_holds_raises_at_once() -> None:
+    c = Cluster()
+    c.script(ACQUIRE.name, 1)
+
+    c.script(RELEASE.name, 1)
+
+    async def main() -> tuple[str, float]:
+        async with c.lock():
+            c.script(ACQUIRE.name, 0)  # the nodes hold it now: a wait would never end
+            start = c.clock()
+            with pytest.raises(RedlockError) as raised:
+                await c.lock(timeout=None).acquire()
+            waited = c.clock() - start
+            assert not await c.lock().acquire(blocking=False)  # asking is still fine
+            return str(raised.value), waited
+
+    message, waited = run(main(), c.clock)
+    assert "this task already holds it" in message
+    assert waited == 0  # at once, not after a timeout
+    assert len(c.sent(ACQUIRE.name)) == 2 * 3  # the grant and the non-blocking try
+
+
+def test_another_task_waits_for_the_holder_as_usual() -> None:
+    c = Cluster(retry_delay=0.1, retry_jitter=0.0)
+    c.script(ACQUIRE.name, 1)
+
+    async def main() -> bool:
+        holder = c.lock()
+        assert await holder.acquire()
+        c.script(ACQUIRE.name, 0)
+
+        async def other() -> bool:
+            return await c.lock(timeout=0.25).acquire()
+
+        result = await asyncio.create_task(other())
+        await holder.release()
+        return result
+
+    assert run(main(), c.clock) is False  # it waited, then gave up: no error
+
+
+def test_after_release_the_same_task_can_wait_again() -> None:
+    c = Cluster()
+    c.script(ACQUIRE.name, 1)
+
+    async def main() -> None:
+        async with c.lock():
+            pass
+        async with c.lock(timeout=None):
+            pass
+
+    run(main(), c.clock)
+
+
+def test_read_while_this_task_holds_the_write_lock_raises() -> None:
+    c = Cluster()
+    c.script(WRITE_ACQUIRE.name, 1)
+    c.script(READ_ACQUIRE.name, 0)
+    rw = c.rwlock()
+
+    async def main() -> None:
+        async with rw.write():
+            with pytest.raises(RedlockError, match="already holds it"):
+                await rw.read(timeout=None).acquire()
+            # An exclusive lock of the same name is a different lock.
+            c.script(ACQUIRE.name, 1)
+            async with c.lock():
+                pass
+
+    run(main(), c.clock)
+
+
+# -- `with` instead of `async with` ------------------------------------------
+
+
+def test_with_instead_of_async_with_says_what_to_write() -> None:
+    c = Cluster()
+    lock = c.lock()
+    with pytest.raises(TypeError) as raised, lock:
+        pytest.fail("entered")
+    assert "async with redlock.lock(...)" in str(raised.value)
+    assert "redlock_async.sync" in str(raised.value)
+
+
+def test_with_on_redlock_says_what_to_write() -> None:
+    from redlock_async import Redlock
+
+    redlock = Redlock(["redis://127.0.0.1:1/0"])
+    with pytest.raises(TypeError, match=r"async with Redlock\(\.\.\.\)"), redlock:
+        pytest.fail("entered")
