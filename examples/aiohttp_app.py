@@ -3,8 +3,9 @@
 One ``Redlock`` per process, opened by a cleanup context at startup, stored
 under a ``web.AppKey`` and closed at cleanup, shared by every request.
 ``POST /orders/{order_id}/charge`` does a read-modify-write under
-``orders:{order_id}``; a middleware turns ``LockNotAcquired`` into HTTP 409
-and ``LockLost`` (or ``LockNotOwned``) into HTTP 503.
+``orders:{order_id}``; a middleware turns ``LockBusy`` (another request
+holds the lock) into HTTP 409, and ``QuorumUnavailable`` (too few Redis
+nodes answered), ``LockLost`` or ``LockNotOwned`` into HTTP 503.
 
 Run it (nodes from ``REDLOCK_URLS``, comma separated)::
 
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from redlock_async import LockLost, LockNotAcquired, LockNotOwned, Redlock
+from redlock_async import LockBusy, LockLost, LockNotOwned, QuorumUnavailable, Redlock
 
 __all__ = [
     "LEDGER",
@@ -97,7 +98,7 @@ async def redlock_ctx(app: web.Application) -> AsyncIterator[None]:
 
 @web.middleware
 async def lock_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """``LockNotAcquired`` -> 409; ``LockLost`` / ``LockNotOwned`` -> 503.
+    """``LockBusy`` -> 409; ``QuorumUnavailable``, ``LockLost``, ``LockNotOwned`` -> 503.
 
     After a 503 the body was cancelled at an ``await`` (``cancel_on_lost=True``),
     so some of its writes may have landed: the client must not assume nothing
@@ -105,12 +106,20 @@ async def lock_errors(request: web.Request, handler: Handler) -> web.StreamRespo
     """
     try:
         return await handler(request)
-    except LockNotAcquired as exc:
+    except LockBusy as exc:
         _log.info("%s on %s: %s", type(exc).__name__, request.path, exc)
         return web.json_response(
             {"detail": "this order is being changed by another request; retry later"},
             status=409,
             headers={"Retry-After": "1"},
+        )
+    except QuorumUnavailable as exc:
+        # Too few Redis nodes answered: ours to fix; the reasons go to the log only.
+        _log.warning("%s on %s: %s", type(exc).__name__, request.path, exc)
+        return web.json_response(
+            {"detail": "the lock service is unavailable; retry later"},
+            status=503,
+            headers={"Retry-After": "5"},
         )
     except (LockLost, LockNotOwned) as exc:
         _log.warning("%s on %s: %s", type(exc).__name__, request.path, exc)

@@ -2,8 +2,10 @@
 
 One ``Redlock`` per process, opened in the app's lifespan and closed at
 shutdown, shared by every request. ``POST /orders/{order_id}/charge`` does a
-read-modify-write under ``orders:{order_id}``; ``LockNotAcquired`` becomes
-HTTP 409 and ``LockLost`` (or ``LockNotOwned``) HTTP 503.
+read-modify-write under ``orders:{order_id}``. ``LockBusy`` (another request
+holds the lock) becomes HTTP 409; ``QuorumUnavailable`` (too few Redis nodes
+answered) and ``LockLost`` (or ``LockNotOwned``) become HTTP 503, each with
+``Retry-After``.
 
 Run it (nodes from ``REDLOCK_URLS``, comma separated)::
 
@@ -26,7 +28,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from redlock_async import LockLost, LockNotAcquired, LockNotOwned, Redlock
+from redlock_async import LockBusy, LockLost, LockNotOwned, QuorumUnavailable, Redlock
 
 __all__ = ["Charge", "Ledger", "app", "create_app", "urls_from_env"]
 
@@ -86,12 +88,26 @@ LedgerDep = Annotated[Ledger, Depends(get_ledger)]
 
 
 async def lock_busy(request: Request, exc: Exception) -> JSONResponse:
-    """``LockNotAcquired``: someone else holds the lock for longer than we wait."""
+    """``LockBusy``: someone else holds the lock for longer than we wait."""
     _log.info("%s on %s: %s", type(exc).__name__, request.url.path, exc)
     return JSONResponse(
         {"detail": "this order is being changed by another request; retry later"},
         status_code=409,
         headers={"Retry-After": "1"},
+    )
+
+
+async def no_quorum(request: Request, exc: Exception) -> JSONResponse:
+    """``QuorumUnavailable``: too few Redis nodes answered - our fault, not the client's.
+
+    Logged as a warning with the per-node reasons; the client only learns
+    to come back later.
+    """
+    _log.warning("%s on %s: %s", type(exc).__name__, request.url.path, exc)
+    return JSONResponse(
+        {"detail": "the lock service is unavailable; retry later"},
+        status_code=503,
+        headers={"Retry-After": "5"},
     )
 
 
@@ -137,7 +153,8 @@ def create_app(
 
     app = FastAPI(title="orders", lifespan=lifespan)
     app.state.ledger = ledger if ledger is not None else Ledger()
-    app.add_exception_handler(LockNotAcquired, lock_busy)
+    app.add_exception_handler(LockBusy, lock_busy)
+    app.add_exception_handler(QuorumUnavailable, no_quorum)
     app.add_exception_handler(LockLost, lock_lost)
     app.add_exception_handler(LockNotOwned, lock_lost)
 

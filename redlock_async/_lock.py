@@ -215,7 +215,7 @@ class Lock(AsyncOnly):
         if timeout is not UNSET:
             limit = check_seconds("timeout", timeout, allow_none=True)
         owner = asyncio.current_task()
-        if blocking and limit != 0:
+        if blocking and limit is None:
             self._holdings.owners.check(self, self._name, self._commands.kind, owner)
         self._acquiring = True
         try:

@@ -2,10 +2,16 @@
 
 A task that waits for a name it already holds, through another Lock
 object, waits for itself: until its own grant expires - never, when that
-one is auto-extended. The rwlock refuses read-to-write upgrades the same
-way (``RWLock.check_no_read_held``); this covers the exclusive lock, and a
-read or write lock while the task holds the name's write lock. Read after
-read is not a certain deadlock and is let through.
+one is auto-extended and the wait has no timeout. That case is refused at
+once, as the rwlock refuses a read-to-write upgrade
+(``RWLock.check_no_read_held``). It covers the exclusive lock, and a read
+or write lock while the task holds the name's write lock; read after read
+is not a certain deadlock and is let through.
+
+A wait with a timeout is left alone: it ends, with the answer the caller
+asked for ("not within 0.3 s"), and tests of every lock library check
+exactly that from one task. So is a holder that is not auto-extended: its
+grant expires, and the wait then succeeds.
 """
 
 from __future__ import annotations
@@ -23,9 +29,17 @@ __all__ = ["Owners"]
 _EXCLUSIVE: Final = frozenset((b"x:", b"w:"))
 
 
+class _Options(Protocol):
+    @property
+    def auto_extend(self) -> bool: ...
+
+
 class _Held(Protocol):
     @property
     def held(self) -> bool: ...
+
+    @property
+    def options(self) -> _Options: ...
 
 
 Task = asyncio.Task[object] | None
@@ -55,19 +69,20 @@ class Owners:
                 del held[name, kind]
 
     def check(self, lock: _Held, name: str, kind: bytes, task: Task) -> None:
-        """Raise RedlockError when waiting for ``name`` would make ``task`` wait for itself."""
+        """Raise RedlockError when waiting for ``name`` without a timeout would make
+        ``task`` wait for itself for ever."""
         if task is None or not self._held:
             return
         entry = self._held.get((name, b"x:" if kind == b"x:" else b"w:"))
         if entry is None or entry[1] is not task:
             return
         other = entry[0]()
-        if other is None or other is lock or not other.held:
+        if other is None or other is lock or not other.held or not other.options.auto_extend:
             return
         raise RedlockError(
             f"lock {name!r}: this task already holds it (through another Lock "
-            "object), so waiting for it would wait for itself. Release it first, "
-            "or pass blocking=False / timeout=0 to test it without waiting."
+            "object, auto-extended), so waiting for it with no timeout would wait "
+            "for itself for ever. Release it first, or pass a timeout."
         )
 
     def clear(self) -> None:

@@ -91,10 +91,29 @@ async def test_a_lock_held_elsewhere_answers_409(
         assert busy.headers["Retry-After"] == "1"
         assert "another request" in (await busy.json())["detail"]
         assert app[LEDGER].charges == {4: 1}
-        assert errors_logged(caplog) == ["LockNotAcquired"]
+        assert errors_logged(caplog) == ["LockBusy"]
         await other.release()
         assert (await http.post("/orders/3/charge")).status == 200
         assert app[LEDGER].charges == {3: 1, 4: 1}
+
+
+async def test_too_few_nodes_answers_503_not_409(
+    redis_nodes: RedisNodes, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Two of three nodes dead is not "another request holds it": a 409 would
+    # send the client to retry a conflict that does not exist.
+    caplog.set_level(logging.INFO, logger="examples.aiohttp_app")
+    app = create_app(redis_nodes.urls, timeout=0.5)
+    async with serve(app) as http:
+        assert (await http.post("/orders/4/charge")).status == 200
+        for node in redis_nodes[:2]:
+            node.kill()
+        down = await http.post("/orders/5/charge")
+        assert down.status == 503
+        assert down.headers["Retry-After"] == "5"
+        assert "unavailable" in (await down.json())["detail"]
+        assert errors_logged(caplog) == ["QuorumUnavailable"]
+        assert app[LEDGER].charges == {4: 1}
 
 
 async def test_a_lock_lost_in_the_handler_answers_503(

@@ -102,11 +102,31 @@ async def test_a_lock_held_elsewhere_answers_409(
         assert busy.headers["retry-after"] == "1"
         assert "another request" in busy.json()["detail"]
         assert ledger.charges == {4: 1}
-        assert errors_logged(caplog) == ["LockNotAcquired"]
+        assert errors_logged(caplog) == ["LockBusy"]
         await other.release()
         done = await http.post("/orders/3/charge")
         assert done.status_code == 200
         assert ledger.charges == {3: 1, 4: 1}
+
+
+async def test_too_few_nodes_answers_503_not_409(
+    redis_nodes: RedisNodes, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Two of three nodes dead is not "another request holds it": a 409 would
+    # send the client to retry a conflict that does not exist.
+    caplog.set_level(logging.INFO, logger="examples.fastapi_app")
+    ledger = Ledger()
+    app = create_app(redis_nodes.urls, timeout=0.5, ledger=ledger)
+    async with serve(app) as http:
+        assert (await http.post("/orders/4/charge")).status_code == 200
+        for node in redis_nodes[:2]:
+            node.kill()
+        down = await http.post("/orders/5/charge")
+        assert down.status_code == 503
+        assert down.headers["retry-after"] == "5"
+        assert "unavailable" in down.json()["detail"]
+        assert errors_logged(caplog) == ["QuorumUnavailable"]
+        assert ledger.charges == {4: 1}
 
 
 async def test_a_lock_lost_in_the_handler_answers_503(

@@ -72,7 +72,9 @@ async def test_a_counter_that_raced_ahead_cannot_lower_the_next_token(
     b.kill()  # the grant must come from {a, c}
     async with redlock.lock("job", ttl=5.0, fencing=True) as lock:
         high = lock.fencing_token
-    assert high == baseline + 10**12 + 1
+    assert high is not None
+    # +1 per attempt on c: a retry under load (a vote that timed out) adds one more.
+    assert baseline + 10**12 < high <= baseline + 10**12 + 5
     assert int(a.client().get(FENCE) or 0) >= high  # written back
     b.restart()  # empty: its counter is gone
     b.client().set(FENCE, baseline)

@@ -14,7 +14,7 @@ from redlock_async import LockBusy, LockNotAcquired, QuorumUnavailable, RedlockE
 from redlock_async._errors import NodeConnectionError
 from redlock_async._scripts import ACQUIRE, READ_ACQUIRE, RELEASE, WRITE_ACQUIRE
 
-from ._scripted import NEVER, Cluster, Late, run
+from ._scripted import NEVER, Cluster, Late, Sent, run
 
 DOWN = NodeConnectionError("n1: connection refused")
 
@@ -114,6 +114,42 @@ def test_waiting_for_a_lock_this_task_holds_raises_at_once() -> None:
     assert "this task already holds it" in message
     assert waited == 0  # at once, not after a timeout
     assert len(c.sent(ACQUIRE.name)) == 2 * 3  # the grant and the non-blocking try
+
+
+def test_a_wait_with_a_timeout_ends_at_the_timeout_as_asked() -> None:
+    # "Not within 0.3 s" is the answer asked for; peer libraries' tests check it from one task.
+    c = Cluster(retry_delay=0.1, retry_jitter=0.0)
+    c.script(ACQUIRE.name, 1)
+    c.script(RELEASE.name, 1)
+
+    async def main() -> float:
+        async with c.lock():
+            c.script(ACQUIRE.name, 0)
+            start = c.clock()
+            assert not await c.lock().acquire(timeout=0.3)
+            return c.clock() - start
+
+    assert run(main(), c.clock) == pytest.approx(0.3)
+
+
+def test_a_holder_that_is_not_renewed_expires_and_the_wait_ends() -> None:
+    c = Cluster(retry_delay=0.1, retry_jitter=0.0)
+    start = c.clock()
+    # The first grant is this task's; the nodes then refuse until its ttl has passed.
+    first: list[object] = []
+
+    def rule(sent: Sent) -> int:
+        first.append(first[0] if first else sent.args[0])
+        return 1 if sent.args[0] == first[0] or sent.at >= start + 1.0 else 0
+
+    c.script(ACQUIRE.name, rule)
+
+    async def main() -> bool:
+        assert await c.lock(ttl=1.0, auto_extend=False).acquire()
+        return await c.lock(timeout=None).acquire()  # no error: it ends at the expiry
+
+    assert run(main(), c.clock) is True
+    assert c.clock() >= start + 1.0
 
 
 def test_another_task_waits_for_the_holder_as_usual() -> None:
