@@ -7,9 +7,9 @@ from collections.abc import Sequence
 import redis
 
 from .._address import redact_url
-from ._docker import DockerRedisServer, docker_available
+from ._docker import DockerRedisServer, pick_backend
 from ._proxy import Proxy, ProxyListener
-from ._server import INSTALL_HINT, AclUser, RedisServer, find_redis_server
+from ._server import AclUser, RedisServer
 
 __all__ = ["RedisNode", "RedisNodes"]
 
@@ -122,26 +122,29 @@ class RedisNodes(list[RedisNode]):
         self, n: int, extra_args: Sequence[str] = (), *, acl_user: AclUser | None = None
     ) -> RedisNodes:
         """Start ``n`` nodes; ``extra_args`` go to each local ``redis-server``
-        (e.g. ``("--appendonly", "yes", "--appendfsync", "always")``).
+        (e.g. ``("--appendonly", "yes", "--appendfsync", "always")``; the Docker
+        fallback ignores them).
 
         With ``acl_user``, every server also has that ACL user, and each
         node's ``url`` / ``direct_url`` log in as it (see ``RedisNode``).
+
+        Raises:
+            RuntimeError: no ``redis-server`` on PATH and no usable Docker
+                fallback (the message says what to install), or a node did not start.
         """
-        servers: list[Server]
+        servers: list[Server] = []
         users = () if acl_user is None else (acl_user,)
-        if find_redis_server() is not None:
-            local = [RedisServer(extra_args=extra_args, acl_users=users) for _ in range(n)]
-            for one in local:
-                one.launch()  # all at once: startup costs one wait, not n
-            servers = list(local)
-        elif acl_user is not None:
-            raise RuntimeError(f"{INSTALL_HINT}: ACL users need a local redis-server")
-        elif docker_available():
-            servers = [DockerRedisServer() for _ in range(n)]
-        else:
-            raise RuntimeError(INSTALL_HINT)
-        proxy = self._proxy = Proxy()
+        backend = pick_backend(acl=acl_user is not None)
         try:
+            if backend == "redis-server":
+                local = [RedisServer(extra_args=extra_args, acl_users=users) for _ in range(n)]
+                servers += local
+                for one in local:
+                    one.launch()  # all at once: startup costs one wait, not n
+            else:
+                for _ in range(n):
+                    servers.append(DockerRedisServer())
+            proxy = self._proxy = Proxy()
             proxy.start()
             for server in servers:
                 server.wait_ready()

@@ -12,9 +12,12 @@ makes these fixtures available to any test suite:
 - ``redis_cluster``: a 3-master Redis Cluster of local processes.
 
 Everything is stopped at teardown, by pid, whatever the test's outcome.
-The fixtures are sync (process management is), so they suit any test style.
-Without redis-server (and without Docker, for nodes) they fail the test with
-a message saying how to install Redis.
+The fixtures are sync (process management is), so they suit any test style:
+sync or async tests, on any event loop, in pytest-asyncio's strict mode (mark
+your async tests ``@pytest.mark.asyncio``, declare your async fixtures with
+``@pytest_asyncio.fixture``) and in its auto mode; docs/testing.md shows both.
+Without redis-server on PATH, nodes run in Docker (the ``docker`` extra);
+with neither, the fixtures fail the test with a message saying what to install.
 """
 
 from __future__ import annotations
@@ -46,7 +49,9 @@ def _start(n: int, acl_user: AclUser | None = None) -> RedisNodes:
     try:
         return RedisNodes().start(n, acl_user=acl_user)
     except RuntimeError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        message = str(exc)
+    # Outside the except: the failure shows the message once, not the chain under it.
+    pytest.fail(message, pytrace=False)
 
 
 @pytest.fixture
