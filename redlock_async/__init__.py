@@ -18,6 +18,7 @@ from ._errors import NodeResponseError as NodeResponseError
 from ._errors import NodeTimeoutError as NodeTimeoutError
 from ._errors import QuorumUnavailable as QuorumUnavailable
 from ._errors import RedlockError as RedlockError
+from ._errors import Votes as Votes
 from ._lock import Lock as Lock
 from ._redlock import Redlock as Redlock
 from ._rwlock import ReadLock as ReadLock
@@ -44,6 +45,7 @@ __all__ = [
     "Redlock",
     "RedlockConfig",
     "RedlockError",
+    "Votes",
     "WriteLock",
     "__version__",
 ]

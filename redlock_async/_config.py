@@ -139,6 +139,13 @@ class LockOptions:
     """Inside ``async with``, cancel the body when the lock is lost. Default True."""
     fair: bool = False
     """Grant waiters in the order they began waiting. Default False."""
+    max_attempts: int | None = None
+    """Give up after this many attempts (the first included), even before
+    ``timeout``; None: no limit but ``timeout``. Default None."""
+    min_validity: float = 0.0
+    """Refuse a grant whose validity, once decided, is not above this many
+    seconds (it is released at once and counts as a failed attempt); below
+    ``ttl``. Default 0.0: any validity left."""
     # Typed loosely here: the lock type sits above this module, and
     # Redlock.lock() states the precise type, Callable[[Lock], object].
     on_lost: Callable[..., object] | None = field(default=None, repr=False)
@@ -155,5 +162,16 @@ class LockOptions:
         for flag in ("auto_extend", "fencing", "cancel_on_lost", "fair"):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigurationError(f"{flag} must be a bool, not {getattr(self, flag)!r}")
+        attempts = self.max_attempts
+        if attempts is not None and (
+            isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1
+        ):
+            raise ConfigurationError(f"max_attempts must be an int >= 1 or None, not {attempts!r}")
+        floor = _seconds("min_validity", self.min_validity)
+        if floor >= ttl:
+            raise ConfigurationError(
+                f"min_validity must be below ttl ({ttl}s), not {self.min_validity!r}"
+            )
+        object.__setattr__(self, "min_validity", floor)
         if self.on_lost is not None and not callable(self.on_lost):
             raise ConfigurationError(f"on_lost must be callable, not {self.on_lost!r}")

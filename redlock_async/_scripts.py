@@ -17,6 +17,7 @@ __all__ = [
     "FAIR_ACQUIRE",
     "FAIR_LEAVE",
     "FENCE_RAISE",
+    "LOCKED",
     "READ_ACQUIRE",
     "READ_EXTEND",
     "READ_RELEASE",
@@ -37,6 +38,7 @@ WRITE_ACQUIRE = Script.load("rw_write_acquire", grants=True, fences=True)
 FAIR_ACQUIRE = Script.load("fair_acquire", grants=True, fences=True)
 FAIR_LEAVE = Script.load("fair_leave")
 FENCE_RAISE = Script.load("fence_raise")
+LOCKED = Script.load("locked")
 
 ALL_SCRIPTS: tuple[Script, ...] = (
     ACQUIRE,
@@ -50,6 +52,7 @@ ALL_SCRIPTS: tuple[Script, ...] = (
     FAIR_ACQUIRE,
     FAIR_LEAVE,
     FENCE_RAISE,
+    LOCKED,
     SERVER_ID,
 )
 """The scripts a lock's nodes run: every node driver is handed these."""

@@ -24,6 +24,7 @@ def test_export_list_is_pinned() -> None:
         "Redlock",
         "RedlockConfig",
         "RedlockError",
+        "Votes",
         "WriteLock",
         "__version__",
     }
