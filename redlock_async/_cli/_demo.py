@@ -2,13 +2,16 @@
 
 Needs redis-server on PATH. Workers increment a shared counter with a gap
 between read and write, first without the lock (updates are lost), then
-with it (none are). Every node it started is stopped, on Ctrl-C too.
+with it (none are). Every node it started is stopped, on Ctrl-C (exit 130)
+and SIGTERM (143) too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
+from types import FrameType
 
 from .._redlock import Redlock
 from ._exit import EX_FAILURE, EX_OK
@@ -28,6 +31,19 @@ def demo(n_nodes: int, workers: int, increments: int) -> int:
         )
         return EX_FAILURE
     servers = [RedisServer() for _ in range(n_nodes + 1)]  # the last one is the "resource"
+    terminated: list[int] = []
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        # SIGTERM takes Ctrl-C's way out (asyncio.run cancels the rounds,
+        # which stop their workers), so the nodes are stopped on it too.
+        terminated.append(signum)
+        handler = signal.getsignal(signal.SIGINT)
+        if not callable(handler):  # SIGINT ignored (a background job): stop all the same
+            raise KeyboardInterrupt
+        handler(signal.SIGINT, frame)
+
+    previous_int = signal.getsignal(signal.SIGINT)
+    previous_term = signal.signal(signal.SIGTERM, on_term)
     try:
         for server in servers:
             server.start()
@@ -37,11 +53,19 @@ def demo(n_nodes: int, workers: int, increments: int) -> int:
             _contend([s.url for s in servers[:-1]], servers[-1].url, workers, increments)
         )
     except KeyboardInterrupt:
+        if terminated:
+            error("terminated")
+            return 128 + signal.SIGTERM
         return interrupted()
     finally:
+        # Another Ctrl-C now must not leave a node running.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for server in servers:
             with contextlib.suppress(Exception):
                 server.stop()
+        signal.signal(signal.SIGTERM, previous_term)
+        signal.signal(signal.SIGINT, previous_int if previous_int is not None else signal.SIG_DFL)
         print("stopped every node")
 
 
