@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import sys
 from collections.abc import Coroutine, Sequence
 from importlib import metadata
@@ -27,7 +28,8 @@ from ._args import parser, split_command
 from ._bench import bench
 from ._demo import demo
 from ._exit import EX_BROKEN_PIPE, EX_USAGE, EXIT_CODES, UsageError
-from ._output import error, interrupted
+from ._interrupt import interruptible, say_interrupted
+from ._output import error
 from ._run import run_command
 from ._status import status
 
@@ -53,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()
         return code
     except KeyboardInterrupt:  # Ctrl-C outside a command's own handling (parsing, start-up)
-        return interrupted()
+        return say_interrupted(signal.SIGINT)
     except BrokenPipeError:
         # The reader left (`status --json | head -c 10`): nothing more can be
         # said on stdout, and Python's final flush must not try again.
@@ -81,10 +83,7 @@ def _main(argv: list[str]) -> int:
 
 
 def _run_async(coro: Coroutine[Any, Any, int]) -> int:
-    # asyncio.run turns Ctrl-C into a cancellation of the command, whose own
-    # cleanup runs (bench stops its tasks and releases), then into the
-    # KeyboardInterrupt caught here.
-    try:
-        return int(asyncio.run(coro))
-    except KeyboardInterrupt:
-        return interrupted()
+    # Ctrl-C cancels the command, whose own cleanup runs (bench stops its
+    # tasks and releases), then exits 130. One before the loop is up is a
+    # KeyboardInterrupt, caught in main().
+    return int(asyncio.run(interruptible(coro)))

@@ -11,9 +11,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TextIO
 
-from ._exit import EX_INTERRUPTED
-
-__all__ = ["error", "interrupted", "note", "print_table", "progress"]
+__all__ = ["error", "note", "print_table", "progress"]
 
 
 def error(message: str) -> None:
@@ -24,12 +22,6 @@ def error(message: str) -> None:
 def note(message: str) -> None:
     """Print ``redlock-async: MESSAGE`` on stderr: what the command is doing, not an error."""
     print(f"redlock-async: {message}", file=sys.stderr, flush=True)
-
-
-def interrupted() -> int:
-    """Say a Ctrl-C ended the command; the exit code to return for it."""
-    error("interrupted")
-    return EX_INTERRUPTED
 
 
 @contextlib.contextmanager
