@@ -10,6 +10,7 @@ cuts CMD off before argparse sees the rest.
 from __future__ import annotations
 
 import argparse
+import textwrap
 from collections.abc import Sequence
 
 from ._exit import EX_TEMPFAIL, EXIT_CODES, STATUS_CODES
@@ -97,7 +98,15 @@ def _exit_code(text: str) -> int:
 
 
 def _codes(codes: dict[int, str]) -> str:
-    return "\n".join(f"  {code:>3}  {what}" for code, what in codes.items())
+    return "\n".join(
+        textwrap.fill(what, 79, initial_indent=f"  {code:>3}  ", subsequent_indent=" " * 7)
+        for code, what in codes.items()
+    )
+
+
+def _fill(text: str) -> str:
+    # Pre-wrapped, never at a hyphen: "--conflict-exit-" / "code" reads badly.
+    return textwrap.fill(text, 79, break_on_hyphens=False)
 
 
 def parser(version: str) -> argparse.ArgumentParser:
@@ -121,8 +130,10 @@ def parser(version: str) -> argparse.ArgumentParser:
     )
     top = argparse.ArgumentParser(
         prog="redlock-async",
-        description="Distributed locks over a quorum of Redis nodes (Redlock). "
-        "Every command but demo says on stderr which nodes it talks to.",
+        description=_fill(
+            "Distributed locks over a quorum of Redis nodes (Redlock). "
+            "Every command but demo says on stderr which nodes it talks to."
+        ),
         epilog=f"exit codes:\n{_codes(EXIT_CODES)}\n"
         "  else run: CMD's own code (128+N if a signal N ended it)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -139,13 +150,16 @@ def parser(version: str) -> argparse.ArgumentParser:
         allow_abbrev=False,
         usage="redlock-async run [OPTIONS] NAME [--] CMD [ARG...]",
         help="run a command while holding a lock (a distributed flock)",
-        description="Hold NAME (auto-extended) while CMD runs; exit with CMD's code. "
-        "Everything after NAME from the first word that is not an option on is CMD "
-        "('--' before CMD is accepted, not needed); options of run go before CMD. "
-        "Signals (INT, TERM, HUP, QUIT, USR1, USR2) are passed to CMD. Exit 75 (or "
-        "--conflict-exit-code) when the lock is not had within --timeout; if the lock "
-        "is lost, CMD is stopped (SIGTERM, then SIGKILL after --grace) and the exit "
-        "code is 76.",
+        description=_fill(
+            "Hold NAME (auto-extended) while CMD runs; exit with CMD's code. CMD starts "
+            "at the first word after NAME that is not an option ('--' before it is "
+            "accepted, not needed), so options of run go before CMD. Signals (INT, "
+            "TERM, HUP, QUIT, USR1, USR2) are passed to CMD. Exit 75 (or "
+            "--conflict-exit-code) when the lock is not had within --timeout; if the lock "
+            "is lost, CMD is stopped (SIGTERM, then SIGKILL after --grace) and the exit "
+            "code is 76."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     run.add_argument("name", metavar="NAME", help="lock name")
     run.add_argument("--ttl", type=_seconds, default=30.0, metavar="S",

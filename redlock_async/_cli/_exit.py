@@ -59,9 +59,9 @@ EXIT_CODES = {
 STATUS_CODES = {
     EX_HELD: "held: one holder (or the readers) on a quorum of nodes",
     EX_FREE: "free: a quorum answered and no holder can have a quorum",
+    EX_USAGE: "bad arguments, URLs or lock name",
     EX_UNKNOWN: "unknown: too few nodes answered to tell (silent nodes could make a holder's "
     "quorum)",
-    EX_USAGE: "bad arguments, URLs or lock name",
 }
 """``status``'s exit codes, as its ``--help`` lists them."""
 

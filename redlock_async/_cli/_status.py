@@ -121,8 +121,7 @@ async def _node_row(url: str, layout: KeyLayout, timeout: float) -> dict[str, An
     Every row has every key (None where a node did not answer), so a script
     reads them all the same way.
     """
-    row: dict[str, Any] = dict.fromkeys(_FIELDS)
-    row.update(node=redact_url(url), error=None)
+    row: dict[str, Any] = {"node": redact_url(url), "error": None, **dict.fromkeys(_FIELDS)}
     keys = (layout.lock, layout.writer, layout.readers, layout.writer_waiting,
             layout.fence, layout.rw_fence, layout.fair_queue, layout.rw_queue)  # fmt: skip
     # From the parsed address, not the URL: redis-py reads a raw "/" or
