@@ -61,9 +61,10 @@ async def _acquire(lock: Lock, timeout: float | None, verbose: bool) -> bool:
         acquired = False
     else:
         if verbose:
-            why = describe_errors(lock.errors) or "held elsewhere"
-            limit = "" if timeout is None else f", up to {timeout:g}s"
-            note(f"waiting for lock {lock.name!r}… ({why}{limit})")
+            failing = describe_errors(lock.errors)
+            why = f"failing: {failing}" if failing else "held elsewhere"
+            limit = "" if timeout is None else f" for up to {timeout:g}s"
+            note(f"waiting for lock {lock.name!r}{limit}… ({why})")
         remaining = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
         acquired = await lock.acquire(timeout=remaining)
     if acquired and verbose:
