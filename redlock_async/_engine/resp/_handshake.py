@@ -30,6 +30,9 @@ _log = logging.getLogger("redlock_async")
 # Seconds between INFO retries on a connection whose INFO was refused.
 INFO_RETRY = 1.0
 
+# How a server without a password answers AUTH (Redis 6 and later).
+_NO_PASSWORD = "without any password configured"
+
 
 class _Step:
     """The entry of one handshake command."""
@@ -76,7 +79,21 @@ class Handshake:
 
     def settle(self, step: int, reply: Reply) -> None:
         conn = self.conn
-        if step in (self.AUTH, self.SELECT) and isinstance(reply, NodeResponseError):
+        if (
+            step == self.AUTH
+            and isinstance(reply, NodeResponseError)
+            and _NO_PASSWORD in str(reply)
+        ):
+            # A password for a server that has none: the connection works
+            # (as redis-cli goes on after "AUTH failed"), so the node votes;
+            # the operator is told once per connection.
+            _log.warning(
+                "redlock_async: %s has no password, but its URL gives one: "
+                "check the configuration (%s)",
+                self.name,
+                reply,
+            )
+        elif step in (self.AUTH, self.SELECT) and isinstance(reply, NodeResponseError):
             what = "AUTH" if step == self.AUTH else "SELECT"
             _log.warning("redlock_async: %s failed on %s: %s", what, self.name, reply)
             conn.abort(NodeConnectionError(f"{what} failed on {self.name}: {reply}"))
