@@ -9,17 +9,18 @@ grant whose validity is counted from before the extend was sent, exactly as
 for an acquire; a quorum that no longer holds the token makes it
 ``LockNotOwned``.
 
-``locked()`` asks every node whether the name's key exists (locked.lua,
-read only) and answers for the quorum.
+``locked()`` asks every node which token holds the name (locked.lua, read
+only) and answers for the quorum, judged as the CLI's ``status`` judges.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Sequence
 
 from ._commands import ExclusiveCommands
-from ._engine import Command, Engine
+from ._engine import Command, Engine, Tally
 from ._errors import ConfigurationError, LockNotOwned, QuorumUnavailable
 from ._grant import Grant
 from ._lock import Lock
@@ -27,7 +28,7 @@ from ._refusal import answers
 from ._scripts import LOCKED
 from ._timing import validity
 
-__all__ = ["adopt", "locked"]
+__all__ = ["adopt", "locked", "verdict"]
 
 _TOKEN = re.compile(r"[0-9a-f]{40}")
 
@@ -79,24 +80,57 @@ async def adopt(lock: Lock, commands: ExclusiveCommands, engine: Engine, token: 
 
 
 async def locked(engine: Engine, name: str, commands: ExclusiveCommands) -> bool:
-    """Does a quorum of nodes hold a grant on the name now?
+    """Does a quorum of nodes hold one grant on the name now?
 
-    True when a quorum has the key, False when so many nodes do not that a
-    quorum cannot; QuorumUnavailable when too few answered to tell.
+    True when a quorum holds one token; False when no token could reach a
+    quorum even with every node that did not answer; QuorumUnavailable
+    when too few answered to tell.
     """
     engine.check_open()
     tally = engine.fanout(Command(LOCKED, (commands.keys.lock,), ()))
-    if await tally.decided:
-        return True
-    # Decided "no quorum holds it" may mean only "a quorum cannot say yes":
-    # one "free" and one dead node of three. Free needs a quorum saying so,
-    # so the nodes still answering are heard out first.
-    if tally.no <= tally.n - tally.quorum:
+    await tally.decided  # every reply counts as "no" here: decided once two of three came
+    state, _ = _judge(tally)
+    if state == "unknown":
+        # One "free" and one dead node of three does not say "free" yet:
+        # the nodes still answering are heard out first.
         await answers(tally, engine.config.node_timeout)
-    if tally.no > tally.n - tally.quorum:
-        return False
+        state, _ = _judge(tally)
+    if state != "unknown":
+        return state == "held"
+    answered = tally.n - len(tally.errors()) - len(tally.answering())
     raise QuorumUnavailable(
         f"lock {name!r}: too few nodes answered to tell whether it is held "
-        f"({tally.yes + tally.no} of {tally.n} answered, {tally.quorum} needed)",
+        f"({answered} of {tally.n} answered, {tally.quorum} needed)",
         tally.errors(),
     )
+
+
+def _judge(tally: Tally) -> tuple[str, object]:
+    values = []
+    unheard = 0
+    for reply in tally.replies:
+        if isinstance(reply, bytes) or reply is None:
+            values.append(reply)
+        else:  # an error, or no answer yet
+            unheard += 1
+    return verdict(values, unheard, tally.quorum)
+
+
+def verdict(values: Sequence[object], unheard: int, quorum: int) -> tuple[str, object]:
+    """``held`` (and the value), ``free`` or ``unknown`` over what the nodes hold.
+
+    ``values``: each answering node's holder of the name (a token; None when
+    it holds nothing); ``unheard``: nodes that did not answer. Held: one
+    value on a quorum. Unknown: not held, but the unheard nodes could make a
+    quorum with what the others show. Free: neither - leftovers of a failed
+    attempt on too few nodes expire by themselves. ``Redlock.locked()`` and
+    the CLI's ``status`` judge alike.
+    """
+    held = [value for value in values if value is not None]
+    most = 0
+    if held:
+        top = max(set(held), key=held.count)
+        most = held.count(top)
+        if most >= quorum:
+            return "held", top
+    return ("unknown" if most + unheard >= quorum else "free"), None

@@ -12,10 +12,11 @@ import argparse
 import asyncio
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from .._address import parse_url, redact_url
+from .._adopt import verdict
 from .._engine import quorum_of
 from .._engine._build import owned_client
 from .._keys import KeyLayout, check_name, check_prefix
@@ -60,31 +61,30 @@ def judge(rows: Sequence[dict[str, Any]], quorum: int) -> dict[str, Any]:
     kind: str | None = None
     token: str | None = None
     ttls: list[int] = []
-    for field, label in (("exclusive", "exclusive"), ("writer", "write")):
-        held = [row[field] for row in answered if row[field] is not None]
-        if held and kind is None:
-            top = max(set(held), key=held.count)
-            if held.count(top) >= quorum:
-                kind, token = label, top
+    # Each kind judged as Redlock.locked() judges the exclusive lock (verdict).
+    states = []
+    for field, label in (("exclusive", "exclusive"), ("writer", "write"), ("readers", "read")):
+        if field == "readers":  # readers share: "some live reader" is the value
+            values: list[object] = [True if row[field] > 0 else None for row in answered]
+        else:
+            values = [row[field] for row in answered]
+        state, top = verdict(values, silent, quorum)
+        states.append(state)
+        if state == "held" and kind is None:
+            kind, summary = label, "read-locked" if label == "read" else f"held ({label})"
+            if field == "readers":
+                ttls = [row["readers_ttl_ms"] for row in answered if row[field] > 0]
+            else:
+                token = cast(str, top)
                 ttls = [row[field + "_ttl_ms"] for row in answered if row[field] == top]
-                summary = f"held ({label})"
-    reading = [row for row in answered if row["readers"] > 0]
-    if kind is None and len(reading) >= quorum:
-        kind, summary = "read", "read-locked"
-        ttls = [row["readers_ttl_ms"] for row in reading]
     if kind is not None:
         state = "held"
     else:
-        # The most any holder seen (or not seen at all) could have, counting
-        # every silent node as its.
-        counts = [sum(1 for row in answered if row[field] == value)
-                  for field in ("exclusive", "writer") for value in
-                  {row[field] for row in answered if row[field] is not None}]  # fmt: skip
-        best = max([0, len(reading), *counts]) + silent
-        if best >= quorum:
+        counts = [row for row in answered if row["exclusive"] or row["writer"] or row["readers"]]
+        if "unknown" in states:
             state = "unknown"
             summary = f"unknown (only {len(answered)} of {len(rows)} nodes answered)"
-        elif counts or reading:
+        elif counts:
             state = "free"
             summary = "free, with leftovers on too few nodes (a failed attempt; they expire)"
         else:

@@ -1,10 +1,11 @@
--- locked.lua: is a name held on this node? (Redlock.locked(), read only)
+-- locked.lua: which grant holds a name on this node? (Redlock.locked(), read only)
 --
 -- KEYS[1]  the exclusive lock key
 -- No ARGV.
 --
 -- Returns
---   1  the key exists: a grant holds it (or a foreign key sits there, which
---      blocks acquires just the same)
---   0  the key is absent: an acquire would succeed here now
-return redis.call('EXISTS', KEYS[1])
+--   the token of the grant holding the key, or nil when the key is absent
+--   (the caller counts a token held by a quorum as a grant)
+-- Errors
+--   WRONGTYPE when KEYS[1] holds a non-string: counts as a failed answer
+return redis.call('GET', KEYS[1])

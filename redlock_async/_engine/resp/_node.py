@@ -208,12 +208,9 @@ class RespNode:
                 return
             handshake = Handshake(conn, self.name, self.restarts, self._backoff.reset)
             handshake.start(self._address)
-            # A failed AUTH or SELECT does not stop the server from running
-            # the commands pipelined behind it - as the default user, or in
-            # database 0 - while the connection is dropped with their
-            # replies: a grant nobody would release. With either to send,
-            # commands wait for the handshake's answer (one round trip, on
-            # connecting only).
+            # Behind a failed AUTH/SELECT the server still runs what follows (as the
+            # default user, in db 0) while we drop the replies: a grant nobody
+            # releases. So with either, commands wait for the handshake's answer.
             if self._tainted or self._address.db or self._address.auth_command() is not None:
                 try:
                     caught_up = await self._caught_up(conn, handshake, loop)
