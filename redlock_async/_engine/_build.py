@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from redis.asyncio import ConnectionPool, Redis, RedisCluster
+from redis.asyncio import ConnectionPool, Redis, RedisCluster, SSLConnection
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import SentinelConnectionPool
 from redis.backoff import NoBackoff
 
 from .._address import Address, Endpoint, node_identity, parse_url, redact_url
@@ -113,6 +114,12 @@ def make_node(
             return node, identity
         return RespNode(address, node_timeout=timeout, restarts=restarts), identity
     if isinstance(spec, Redis | RedisCluster):
+        pool = getattr(spec, "connection_pool", None)
+        if isinstance(pool, SentinelConnectionPool) and not pool.is_master:
+            raise ConfigurationError(
+                f"sentinel:{pool.service_name} is a replica client (slave_for): replicas "
+                "cannot hold locks; pass Sentinel(...).master_for(service) instead"
+            )
         name = _client_name(spec)
         restarts = Restarts(name, ttls, config.quarantine_grace)
         node = RedisPyNode(spec, name=name, node_timeout=timeout, owned=False, restarts=restarts)
@@ -133,14 +140,32 @@ def _client_identity(client: Redis | RedisCluster) -> frozenset[Endpoint]:
                 if isinstance(host, str) and isinstance(port, int):
                     found |= node_identity(host, port)
         return frozenset(found)
-    kwargs = client.connection_pool.connection_kwargs
+    pool = client.connection_pool
+    if isinstance(pool, SentinelConnectionPool):
+        # The master moves on failover: the service, as its Sentinels know it, is the server.
+        return frozenset(
+            ("sentinel", f"{pool.service_name}@{endpoint[1]}", endpoint[2])
+            for host, port in _sentinels(pool)
+            for endpoint in node_identity(host, port)
+        )
+    kwargs = pool.connection_kwargs
     path = kwargs.get("path")
     if isinstance(path, str) and path:
         return node_identity(None, path=path)
     host, port = kwargs.get("host"), kwargs.get("port", 6379)
     if not isinstance(host, str):
-        return frozenset()  # e.g. a Sentinel-managed pool: the server is not known yet
+        return frozenset()
     return node_identity(host, int(port))
+
+
+def _sentinels(pool: SentinelConnectionPool) -> list[tuple[str, int]]:
+    found = []
+    for sentinel in getattr(pool.sentinel_manager, "sentinels", ()):
+        kwargs = sentinel.connection_pool.connection_kwargs
+        host, port = kwargs.get("host"), kwargs.get("port", 26379)
+        if isinstance(host, str):
+            found.append((host, int(port)))
+    return found
 
 
 def _client_name(client: Redis | RedisCluster) -> str:
@@ -148,9 +173,15 @@ def _client_name(client: Redis | RedisCluster) -> str:
         nodes = client.get_nodes() or []
         first = nodes[0].name if nodes else "?"
         return f"cluster({first})#{id(client):x}"
-    kwargs = client.connection_pool.connection_kwargs
+    pool = client.connection_pool
+    if isinstance(pool, SentinelConnectionPool):
+        # Named by its service: the master's address changes with each failover.
+        db = pool.connection_kwargs.get("db", 0)
+        return f"sentinel:{pool.service_name}" + (f"/{db}" if db else "")
+    kwargs = pool.connection_kwargs
     if "path" in kwargs:
         where = f"unix://{kwargs['path']}"
     else:
-        where = f"redis://{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
+        scheme = "rediss" if issubclass(pool.connection_class, SSLConnection) else "redis"
+        where = f"{scheme}://{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
     return redact_url(f"{where}/{kwargs.get('db', 0)}") + f"#{id(client):x}"
