@@ -121,7 +121,8 @@ def make_node(
                 "cannot hold locks; pass Sentinel(...).master_for(service) instead"
             )
         name = _client_name(spec)
-        restarts = Restarts(name, ttls, config.quarantine_grace)
+        failover = isinstance(pool, SentinelConnectionPool)
+        restarts = Restarts(name, ttls, config.quarantine_grace, failover=failover)
         node = RedisPyNode(spec, name=name, node_timeout=timeout, owned=False, restarts=restarts)
         return node, _client_identity(spec)
     raise ConfigurationError(
