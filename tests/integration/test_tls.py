@@ -166,6 +166,7 @@ async def test_a_server_signed_by_another_ca_is_refused_per_node(
         assert isinstance(error, NodeConnectionError)
         assert str(error).startswith(name)
         assert "certificate verify failed" in str(error)
+        assert isinstance(error.__cause__, Exception)  # the driver's own exception
     assert all(keys(server) == [] for server in tls_servers)  # nothing ever reached them
 
 
