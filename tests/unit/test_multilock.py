@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any, Unpack
 
 import pytest
@@ -202,18 +202,25 @@ def split(command: object) -> SplitCommand:
     return command
 
 
+def drive(step: Awaitable[object]) -> object:
+    async def main() -> object:
+        return await step
+
+    return asyncio.run(main())
+
+
 def commands() -> MultiCommands:
     return MultiCommands(KeyLayout("redlock:", name) for name in ("a", "b", "c"))
 
 
 def test_split_acquire_takes_the_names_in_order_and_gives_back_on_a_refusal() -> None:
     node = Node()
-    assert asyncio.run(split(commands().acquire(b"t", 1000, False, None)).split(node)) == 1
+    assert drive(split(commands().acquire(b"t", 1000, False, None)).split(node)) == 1
     assert node.held == dict.fromkeys(KEYS, b"t")
     assert [keys for _, keys in node.calls] == [(k,) for k in KEYS]
 
     node = Node({KEYS[2]: b"other"})
-    assert asyncio.run(split(commands().acquire(b"t", 1000, False, None)).split(node)) == 0
+    assert drive(split(commands().acquire(b"t", 1000, False, None)).split(node)) == 0
     # a and b were taken, c refused: a and b given back, c untouched.
     assert node.held == {KEYS[2]: b"other"}
     assert node.calls[-2:] == [("release", (KEYS[0],)), ("release", (KEYS[1],))]
@@ -222,12 +229,12 @@ def test_split_acquire_takes_the_names_in_order_and_gives_back_on_a_refusal() ->
 def test_split_release_and_extend_touch_only_keys_still_ours() -> None:
     node = Node({KEYS[0]: b"t", KEYS[1]: b"other", KEYS[2]: b"t"})
     release = split(commands().release(b"t", True))
-    assert asyncio.run(release.split(node)) == 0  # not all were ours
+    assert drive(release.split(node)) == 0  # not all were ours
     assert node.held == {KEYS[1]: b"other"}
     assert node.calls[0] == ("release", (KEYS[0], WAKES[0]))  # each with its channel
 
     node = Node(dict.fromkeys(KEYS, b"t"))
-    assert asyncio.run(split(commands().extend(b"t", 1.0)).split(node)) == 1
+    assert drive(split(commands().extend(b"t", 1.0)).split(node)) == 1
     node = Node({KEYS[0]: b"t", KEYS[1]: b"other", KEYS[2]: b"t"})
-    assert asyncio.run(split(commands().extend(b"t", 1.0)).split(node)) == 0
+    assert drive(split(commands().extend(b"t", 1.0)).split(node)) == 0
     assert [keys for _, keys in node.calls] == [(KEYS[0],), (KEYS[1],)]  # stops at the refusal
