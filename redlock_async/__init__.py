@@ -20,6 +20,7 @@ from ._errors import QuorumUnavailable as QuorumUnavailable
 from ._errors import RedlockError as RedlockError
 from ._errors import Votes as Votes
 from ._lock import Lock as Lock
+from ._multilock import MultiLock as MultiLock
 from ._redlock import Redlock as Redlock
 from ._rwlock import ReadLock as ReadLock
 from ._rwlock import RWLock as RWLock
@@ -35,6 +36,7 @@ __all__ = [
     "LockNotAcquired",
     "LockNotOwned",
     "LockOptions",
+    "MultiLock",
     "NodeConnectionError",
     "NodeError",
     "NodeResponseError",

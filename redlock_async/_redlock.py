@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar, Unpack
 
@@ -17,6 +17,7 @@ from ._engine import Engine, TtlLedger
 from ._engine._build import NodeSpec, default_node_timeout, make_node
 from ._errors import ConfigurationError
 from ._lock import Holdings, Lock, LockKeywords, OnLost
+from ._multilock import MultiLock
 from ._rwlock import RWLock
 from ._synchronized import synchronized
 
@@ -219,6 +220,15 @@ class Redlock(AsyncOnly):
         self._lock_options(**defaults)  # bad defaults fail here, not at read()/write()
         keys = self._commands(name).keys
         return RWLock(self._core, self._holdings, name, keys, self._lock_options, defaults)
+
+    def multilock(self, names: Iterable[str], **keywords: Unpack[LockKeywords]) -> MultiLock:
+        """A new :class:`MultiLock` on every one of ``names`` at once (not yet
+        acquired): all of them or none, excluding plain locks of each name.
+        Keywords as :meth:`lock`. Raises ConfigurationError for no names, a
+        bad name, ``fencing=True`` or ``fair=True`` (docs/multilock.md)."""
+        self._core.check_open()
+        options = self._lock_options(**keywords)
+        return MultiLock(self._core, self._holdings, names, options, self.config.prefix)
 
     async def aclose(self) -> None:
         """Release every lock still held, then close the connections this Redlock opened.

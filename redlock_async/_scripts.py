@@ -18,6 +18,9 @@ __all__ = [
     "FAIR_LEAVE",
     "FENCE_RAISE",
     "LOCKED",
+    "MULTI_ACQUIRE",
+    "MULTI_EXTEND",
+    "MULTI_RELEASE",
     "READ_ACQUIRE",
     "READ_EXTEND",
     "READ_RELEASE",
@@ -39,6 +42,9 @@ FAIR_ACQUIRE = Script.load("fair_acquire", grants=True, fences=True)
 FAIR_LEAVE = Script.load("fair_leave")
 FENCE_RAISE = Script.load("fence_raise")
 LOCKED = Script.load("locked")
+MULTI_ACQUIRE = Script.load("multi_acquire", grants=True)
+MULTI_RELEASE = Script.load("multi_release")
+MULTI_EXTEND = Script.load("multi_extend")
 
 ALL_SCRIPTS: tuple[Script, ...] = (
     ACQUIRE,
@@ -53,6 +59,9 @@ ALL_SCRIPTS: tuple[Script, ...] = (
     FAIR_LEAVE,
     FENCE_RAISE,
     LOCKED,
+    MULTI_ACQUIRE,
+    MULTI_RELEASE,
+    MULTI_EXTEND,
     SERVER_ID,
 )
 """The scripts a lock's nodes run: every node driver is handed these."""

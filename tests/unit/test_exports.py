@@ -14,6 +14,7 @@ def test_export_list_is_pinned() -> None:
         "LockNotAcquired",
         "LockNotOwned",
         "LockOptions",
+        "MultiLock",
         "NodeConnectionError",
         "NodeError",
         "NodeResponseError",
