@@ -25,8 +25,7 @@ from ._redlock import Redlock as Redlock
 from ._rwlock import ReadLock as ReadLock
 from ._rwlock import RWLock as RWLock
 from ._rwlock import WriteLock as WriteLock
-
-__version__ = "0.1.0"
+from ._version import __version__ as __version__
 
 __all__ = [
     "ConfigurationError",

@@ -128,7 +128,7 @@ async def acquire(
                     engine.undo(tally, commands.release(token, False))
                     engine.check_open()  # raises
                 if left > floor:
-                    grant = Grant(token, ttl, now + left, tally, fencing)
+                    grant = Grant(token, ttl, now + left, tally, fencing, now)
                     return grant, {}, failures
             errors = errors if errors is not None else tally.errors()
             engine.undo(tally, commands.release(token, False))

@@ -10,7 +10,7 @@ from ._lock import Holdings
 
 __all__ = ["close"]
 
-_log = logging.getLogger("redlock_async")
+_log = logging.getLogger("redlock_async.lock")
 
 
 async def close(core: Engine, holdings: Holdings) -> None:

@@ -99,6 +99,10 @@ class RedlockConfig:
     """Wake waiters through pub/sub when a lock is released. Default True."""
     quarantine_grace: float | None = None
     """Strict mode: also quarantine nodes up for less than this many seconds. Default None (off)."""
+    telemetry: bool = True
+    """Report metrics and spans when opentelemetry-api is installed. Default True."""
+    telemetry_lock_names: bool = False
+    """Put lock names in metric attributes too (one series per name). Default False."""
 
     def __post_init__(self) -> None:
         check_prefix(self.prefix)
@@ -116,6 +120,9 @@ class RedlockConfig:
             "quarantine_grace",
             check_seconds("quarantine_grace", self.quarantine_grace, allow_none=True),
         )
+        for flag in ("telemetry", "telemetry_lock_names"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ConfigurationError(f"{flag} must be a bool, not {getattr(self, flag)!r}")
         if not isinstance(self.wake_on_release, bool):
             raise ConfigurationError(
                 f"wake_on_release must be a bool, not {self.wake_on_release!r}"

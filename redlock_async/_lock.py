@@ -17,6 +17,7 @@ from types import MappingProxyType, TracebackType
 from typing import Final, Self, TypedDict
 
 from . import _acquire
+from . import _observed as observed
 from ._acquire import Failures
 from ._commands import Commands
 from ._config import LockOptions, check_seconds, check_ttl
@@ -26,14 +27,16 @@ from ._extend import extend_now
 from ._grant import Grant
 from ._holder import Body, Cleanup, Loss
 from ._lockstate import LockState
+from ._observe import LOCK, warn
+from ._observed import listening
 from ._owners import Owners
 from ._refusal import not_acquired
-from ._release import judge_release, send_release
+from ._release import judge_release, send_release, settle_release
 from ._renewal import Renewals, Renewer
 
 __all__ = ["UNSET", "Holdings", "Lock", "LockKeywords", "OnLost", "Unset"]
 
-_log = logging.getLogger("redlock_async")
+_log = logging.getLogger("redlock_async.lock")
 
 OnLost = Callable[["Lock"], object]
 
@@ -164,11 +167,12 @@ class Lock(LockState):
         owner = asyncio.current_task()
         if blocking and limit is None:
             self._holdings.owners.check(self, self._name, self._commands.kind, owner)
+        call = _acquire.acquire(self._engine, self._commands, self._options, blocking, limit)
+        if listening(self._engine):  # telemetry on, or DEBUG logs: report it
+            call = observed.acquire(self._engine, self._name, call, Grant)
         self._acquiring = True
         try:
-            grant, errors, self._refused = await _acquire.acquire(
-                self._engine, self._commands, self._options, blocking, limit
-            )
+            grant, errors, self._refused = await call
         finally:
             self._acquiring = False
         if grant is None:
@@ -196,6 +200,11 @@ class Lock(LockState):
         no longer holds it or its validity ends first, LockNotOwned when this
         object holds no grant.
         """
+        if listening(self._engine):
+            return await observed.extend(self._engine, self._name, self._extend(ttl))
+        return await self._extend(ttl)
+
+    async def _extend(self, ttl: float | None) -> None:
         grant = self._require_grant()
         engine = self._engine
         drift_factor = engine.config.drift_factor
@@ -241,7 +250,10 @@ class Lock(LockState):
         # release finds the key gone - extend.lua never re-creates a key.
         self._drop(grant)
         tally, expired = send_release(self._engine, self._commands, grant)
-        if not await tally.decided or expired:
+        if listening(self._engine):
+            settled = settle_release(self._name, tally, expired)
+            await observed.release(self._engine, self._name, grant, settled)
+        elif not await tally.decided or expired:
             judge_release(self._name, tally, expired)
 
     def _drop(self, grant: Grant) -> None:
@@ -262,6 +274,7 @@ class Lock(LockState):
         if grant is None:
             return self._loss.error or error
         self._drop(grant)
+        observed.lost(self._engine, self._name, grant, str(error))
         self._loss.tell(error, self._options.on_lost, self)
         # Remnants on a minority would only block the next holder until expiry;
         # not while a body may still work, though: only once it has stopped.
@@ -315,4 +328,5 @@ async def _release_quietly(lock: Lock) -> None:
     try:
         await lock.release()
     except RedlockError as err:
-        _log.warning("redlock_async: release of %r failed: %s", lock.name, err)
+        warn(LOCK, "release failed", lock.name, f"release of {lock.name!r} failed: {err}",
+             name=lock.name, outcome=type(err).__name__)  # fmt: skip

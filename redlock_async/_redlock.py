@@ -49,7 +49,10 @@ class Redlock(AsyncOnly):
       announcements and retry at once, instead of only after the retry delay;
     - ``quarantine_grace`` [None]: strict mode - besides nodes seen to restart
       (always quarantined for the longest ttl granted here), also quarantine
-      nodes up for less than this many seconds.
+      nodes up for less than this many seconds;
+    - ``telemetry`` [True]: with opentelemetry-api installed, report metrics
+      and spans (docs/observability.md); ``telemetry_lock_names`` [False]:
+      also put lock names in metric attributes.
 
     Raises ConfigurationError for bad arguments, and when two nodes are one
     Redis server (same resolved address and port, or same socket path after
@@ -75,6 +78,8 @@ class Redlock(AsyncOnly):
         retry_jitter: float = 0.2,
         wake_on_release: bool = True,
         quarantine_grace: float | None = None,
+        telemetry: bool = True,
+        telemetry_lock_names: bool = False,
     ) -> None:
         if node_timeout is None:
             node_timeout = default_node_timeout(nodes)
@@ -86,6 +91,8 @@ class Redlock(AsyncOnly):
             retry_jitter=retry_jitter,
             wake_on_release=wake_on_release,
             quarantine_grace=quarantine_grace,
+            telemetry=telemetry,
+            telemetry_lock_names=telemetry_lock_names,
         )
         if isinstance(nodes, str | bytes) or not isinstance(nodes, Sequence):
             raise ConfigurationError(

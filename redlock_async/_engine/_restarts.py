@@ -35,7 +35,7 @@ __all__ = ["Restarts", "TtlLedger"]
 
 _Reply = TypeVar("_Reply")
 
-_log = logging.getLogger("redlock_async")
+_log = logging.getLogger("redlock_async.node")
 _RUN_ID = re.compile(rb"run_id:([0-9a-f]+)")
 _UPTIME = re.compile(rb"uptime_in_seconds:(\d+)")
 
