@@ -31,7 +31,7 @@ def _arguments_of(
         signature = inspect.signature(target)
         self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
         init.__signature__ = signature.replace(  # type: ignore[attr-defined]
-            parameters=[self_parameter, *signature.parameters.values()], return_annotation=None
+            parameters=[self_parameter, *signature.parameters.values()]
         )
         return init
 
