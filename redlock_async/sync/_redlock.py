@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar, Unpack
 
 from .._config import RedlockConfig
 from .._errors import ConfigurationError
+from .._redlock import NodeSpec
 from .._redlock import Redlock as AsyncRedlock
 from .._synchronized import name_builder
 from ._locks import Lock, RWLock, SyncKeywords, Wrapping
@@ -54,8 +55,9 @@ class Redlock:
     """
 
     @_arguments_of(AsyncRedlock)
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._redlock = AsyncRedlock(*args, **kwargs)
+    def __init__(self, nodes: Sequence[NodeSpec], **options: Any) -> None:
+        # Typed by the decorator as the async constructor, keyword by keyword.
+        self._redlock = AsyncRedlock(nodes, **options)
         self._wrapping = Wrapping(Portal())
 
     @property
