@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar, Unpack
 
@@ -94,6 +94,12 @@ class Redlock:
         keywords given here are defaults for both views."""
         wrapping = self._wrapping
         return RWLock(self._redlock.rwlock(name, **wrapping.keywords(defaults)), wrapping)
+
+    def multilock(self, names: Iterable[str], **options: Unpack[SyncKeywords]) -> Lock:
+        """A new :class:`Lock` on every one of ``names`` at once (not yet acquired):
+        all of them or none (see :meth:`redlock_async.Redlock.multilock`)."""
+        wrapping = self._wrapping
+        return wrapping.lock(self._redlock.multilock(names, **wrapping.keywords(options)))
 
     def adopt(self, name: str, token: str, **options: Unpack[SyncKeywords]) -> Lock:
         """Hold the grant ``token`` (a :attr:`Lock.token` from another thread or

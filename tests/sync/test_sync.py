@@ -110,6 +110,19 @@ def test_rwlock_readers_share_writer_excludes(redis_nodes: RedisNodes) -> None:
     assert no_keys_left(redis_nodes)
 
 
+def test_multilock_takes_every_name_or_none(redis_nodes: RedisNodes) -> None:
+    with Redlock(redis_nodes.urls) as redlock:
+        with redlock.multilock(["account:1", "account:2"], ttl=5.0) as both:
+            assert both.held
+            assert both.name == "account:1 + account:2"
+            assert not redlock.lock("account:2").acquire(blocking=False)
+        plain = redlock.lock("account:1")
+        assert plain.acquire()
+        assert not redlock.multilock(["account:2", "account:1"]).acquire(blocking=False)
+        plain.release()
+    assert no_keys_left(redis_nodes)
+
+
 def test_adopt_a_grant_made_in_another_thread(redis_nodes: RedisNodes) -> None:
     with Redlock(redis_nodes.urls) as redlock:
         lock = redlock.lock("handed", ttl=5.0, auto_extend=False)
