@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -124,6 +125,34 @@ def test_ctrl_c_while_waiting_gives_the_lock_up(redis_nodes: RedisNodes) -> None
         third = redlock.lock("ctrl-c")
         assert third.acquire(blocking=False)
         third.release()
+    assert no_keys_left(redis_nodes)
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="needs signal.pthread_kill")
+def test_ctrl_c_just_after_the_grant_gives_it_back(redis_nodes: RedisNodes) -> None:
+    """The race: the acquire won on the loop thread as Ctrl-C came in the caller.
+
+    Driven through the lock's attempt path with an acquire that is granted,
+    then interrupts the caller before it returns.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("SIGINT reaches the main thread only")
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("SIGINT does not raise KeyboardInterrupt here")
+    with Redlock(redis_nodes.urls) as redlock:
+        lock = redlock.lock("raced", ttl=5.0)
+        inner = lock._lock  # the async lock it wraps
+
+        async def granted_then_interrupted() -> bool:
+            assert await inner.acquire()
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+            await asyncio.sleep(30)  # cancelled by the interrupted caller
+            return True
+
+        with pytest.raises(KeyboardInterrupt):
+            lock._attempt(granted_then_interrupted)
+        assert not lock.held
+        assert not redlock.locked("raced")
     assert no_keys_left(redis_nodes)
 
 
