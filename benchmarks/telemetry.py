@@ -8,14 +8,17 @@ the same run):
   opentelemetry-api installed pays (one attribute test per operation);
 - API only: telemetry on, opentelemetry-api's no-op global providers (the
   API installed, no SDK configured);
-- SDK: telemetry on, with an SDK MeterProvider (an in-memory reader, never
-  read during the run) and TracerProvider (every span sampled, processed by
-  a BatchSpanProcessor into an exporter that drops them), i.e. the library's
-  own recording cost, not an exporter's network cost.
+- SDK, spans not sampled: telemetry on, with an SDK MeterProvider (an
+  in-memory reader, never read during the run) and a TracerProvider whose
+  sampler drops every span - metrics cost, what a production setup that
+  samples traces pays on most operations;
+- SDK, every span sampled: the same, every span recorded and handed to a
+  BatchSpanProcessor whose exporter drops them - the library's own
+  recording cost, not an exporter's network cost.
 
 The SDK is set as the global provider only after the "API only" rounds: the
-global providers can be set once per process, so the order is fixed
-(off / API-only rounds interleaved, then off / SDK rounds interleaved).
+global providers can be set once per process, so the order is fixed (off /
+API-only rounds interleaved, then off / SDK rounds, for each sampler).
 
 Run: ``python benchmarks/telemetry.py [--seconds 1.0] [--rounds 5] [--tasks 50]
 [--loop asyncio|uvloop|both]``. Needs opentelemetry-sdk (the test extra has it).
@@ -29,12 +32,15 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from statistics import median
+from typing import Any
 
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, Sampler, SamplingResult
 
 from redlock_async import Redlock
 from redlock_async.testing import RedisServer
@@ -48,11 +54,26 @@ class _Drop(SpanExporter):
         return SpanExportResult.SUCCESS
 
 
-def _install_sdk() -> None:
+class _Switch(Sampler):
+    """ALWAYS_OFF or ALWAYS_ON, switched between phases (the provider is set once)."""
+
+    def __init__(self) -> None:
+        self.sampler: Sampler = ALWAYS_OFF
+
+    def should_sample(self, *args: Any, **kwargs: Any) -> SamplingResult:
+        return self.sampler.should_sample(*args, **kwargs)
+
+    def get_description(self) -> str:
+        return "switch"
+
+
+def _install_sdk() -> _Switch:
     metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
-    provider = TracerProvider()
+    switch = _Switch()
+    provider = TracerProvider(sampler=switch)
     provider.add_span_processor(BatchSpanProcessor(_Drop()))
     trace.set_tracer_provider(provider)
+    return switch
 
 
 async def _rate(urls: list[str], telemetry: bool, seconds: float, tasks: int) -> float:
@@ -104,10 +125,17 @@ def main() -> None:
         async def run() -> list[tuple[str, float, float, float]]:
             rows = []
             off, on = await _phase(urls, "API only (no SDK)", args)
-            rows.append(("API only", statistics.median(off), statistics.median(on), 0.0))
-            _install_sdk()
-            off, on = await _phase(urls, "SDK", args)
-            rows.append(("SDK", statistics.median(off), statistics.median(on), 0.0))
+            rows.append(("API only", median(off), median(on), 0.0))
+            switch = _install_sdk()
+            off, on = await _phase(urls, "SDK, spans not sampled", args)
+            rows.append(
+                ("SDK, spans not sampled", statistics.median(off), statistics.median(on), 0.0)
+            )
+            switch.sampler = ALWAYS_ON
+            off, on = await _phase(urls, "SDK, every span sampled", args)
+            rows.append(
+                ("SDK, every span sampled", statistics.median(off), statistics.median(on), 0.0)
+            )
             return [(n, a, b, b / a) for n, a, b, _ in rows]
 
         results = on_each_loop(args.loop, run)

@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from concurrent.futures import Future
 from types import TracebackType
-from typing import Self, TypedDict, TypeVar, Unpack, cast
+from typing import Any, Self, TypedDict, TypeVar, Unpack, cast
 
 from .._config import LockOptions
 from .._errors import LockLost, NodeError, RedlockError
@@ -143,7 +143,7 @@ class Lock:
     ) -> None:
         self._call(self._lock.__aexit__, exc_type, exc, tb)
 
-    def _call(self, func: Callable[..., Awaitable[_T]], *args: object) -> _T:
+    def _call(self, func: Callable[..., Coroutine[Any, Any, _T]], *args: object) -> _T:
         portal = self._portal
         if portal.closed and self._lock.lost:
             # Its Redlock was closed while it was held: the loop thread is gone.
@@ -152,8 +152,8 @@ class Lock:
 
     def _attempt(self, func: Callable[..., Awaitable[_T]], *args: object) -> _T:
         """Wait for an acquire on the loop thread; interrupted, cancel it and undo its grant."""
-        portal = self._portal.get()
-        future: Future[_T] = portal.start_task_soon(self._attempt_in_loop, func, *args)
+        portal = self._portal
+        future: Future[_T] = portal.submit(self._attempt_in_loop, func, *args)
         try:
             return future.result()
         except BaseException as exc:
