@@ -23,6 +23,7 @@ from ._redlock import Redlock as Redlock
 from ._rwlock import ReadLock as ReadLock
 from ._rwlock import RWLock as RWLock
 from ._rwlock import WriteLock as WriteLock
+from ._semaphore import SemaphoreLock as SemaphoreLock
 
 __version__ = "0.1.0"
 
@@ -44,6 +45,7 @@ __all__ = [
     "Redlock",
     "RedlockConfig",
     "RedlockError",
+    "SemaphoreLock",
     "WriteLock",
     "__version__",
 ]

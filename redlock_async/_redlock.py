@@ -17,6 +17,7 @@ from ._engine._build import NodeSpec, default_node_timeout, make_node
 from ._errors import ConfigurationError
 from ._lock import Holdings, Lock, LockKeywords, OnLost
 from ._rwlock import RWLock
+from ._semaphore import SemaphoreLock, semaphore
 from ._synchronized import synchronized
 
 __all__ = ["NodeSpec", "Redlock"]
@@ -192,6 +193,15 @@ class Redlock(AsyncOnly):
         self._lock_options(**defaults)  # bad defaults fail here, not at read()/write()
         keys = self._commands(name).keys
         return RWLock(self._core, self._holdings, name, keys, self._lock_options, defaults)
+
+    def semaphore(self, name: str, limit: int, **options: Unpack[LockKeywords]) -> SemaphoreLock:
+        """A new :class:`SemaphoreLock` on ``name`` (not yet acquired): at most ``limit``
+        (1 to 1024) valid holders at once. Keywords of :meth:`lock`; ``fencing=True``
+        and ``fair=True`` raise ConfigurationError, as do a bad name or limit."""
+        core = self._core
+        core.check_open()
+        keys = self._commands(name).keys
+        return semaphore(core, self._holdings, name, keys, limit, self._lock_options(**options))
 
     async def aclose(self) -> None:
         """Release every lock still held, then close the connections this Redlock opened.

@@ -21,6 +21,8 @@ __all__ = [
     "READ_EXTEND",
     "READ_RELEASE",
     "RELEASE",
+    "SEM_ACQUIRE",
+    "SEM_RELEASE",
     "STATUS",
     "WRITE_ACQUIRE",
 ]
@@ -37,6 +39,8 @@ WRITE_ACQUIRE = Script.load("rw_write_acquire", grants=True, fences=True)
 FAIR_ACQUIRE = Script.load("fair_acquire", grants=True, fences=True)
 FAIR_LEAVE = Script.load("fair_leave")
 FENCE_RAISE = Script.load("fence_raise")
+SEM_ACQUIRE = Script.load("sem_acquire", grants=True)
+SEM_RELEASE = Script.load("sem_release")
 
 ALL_SCRIPTS: tuple[Script, ...] = (
     ACQUIRE,
@@ -50,6 +54,8 @@ ALL_SCRIPTS: tuple[Script, ...] = (
     FAIR_ACQUIRE,
     FAIR_LEAVE,
     FENCE_RAISE,
+    SEM_ACQUIRE,
+    SEM_RELEASE,
     SERVER_ID,
 )
 """The scripts a lock's nodes run: every node driver is handed these."""

@@ -24,6 +24,7 @@ def test_export_list_is_pinned() -> None:
         "Redlock",
         "RedlockConfig",
         "RedlockError",
+        "SemaphoreLock",
         "WriteLock",
         "__version__",
     }
