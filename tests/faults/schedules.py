@@ -159,6 +159,24 @@ IN_MODEL += (
     ),
 )
 
+# Semaphore holders (limit 2, six contending tasks) while each worker sees
+# another majority of the nodes: the bridges under which counting holders
+# per node lets three in (see docs/semaphore.md); then a node paused.
+_SEMAPHORE = Schedule(
+    "semaphore-bridges",
+    "semaphore",
+    duration=5.0,
+    limit=2,
+    hold=(0.02, 0.15),
+    faults=(
+        Fault(at=0.8, kind="partition", duration=2.0, nodes=(3, 4), workers=(0,)),
+        Fault(at=0.8, kind="partition", duration=2.0, nodes=(0, 1), workers=(1,)),
+        Fault(at=0.8, kind="partition", duration=2.0, nodes=(2,), workers=(2,)),
+        Fault(at=3.2, kind="pause-node", duration=1.0, nodes=(2,)),
+    ),
+)
+IN_MODEL += (_SEMAPHORE,)
+
 OUT_OF_MODEL: tuple[Schedule, ...] = (
     Schedule(
         "paused-holders-unfenced",
@@ -254,6 +272,7 @@ MUTANT_SCHEDULES: dict[str, Schedule] = {
     "fence-before-write-back": Schedule(
         "fencing-burst", "fenced", duration=6.0, workers=4, tasks=3, hold=(0.0, 0.005)
     ),
+    "semaphore-counts-per-node": _SEMAPHORE,
     "reader-ignores-waiting-writer": Schedule(
         "reader-stream",
         "rw",
@@ -278,6 +297,7 @@ SMOKE: tuple[str, ...] = (
     "restart-empty-at-once",
     "restart-at-once-aof-always",
     "client-wall-clock-jumps",
+    "semaphore-bridges",
 )
 
 
