@@ -20,11 +20,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, Self
 
 from ._config import LockOptions
 from ._engine import Command, Engine, Tally, Unsent
-from ._errors import ConfigurationError, RedlockError
+from ._errors import ConfigurationError, LockBusy, QuorumUnavailable, RedlockError
 from ._keys import KeyLayout
 from ._lock import UNSET, Holdings, Lock, Unset
 from ._scripts import EXTEND, RELEASE, SEM_ACQUIRE, SEM_RELEASE
@@ -111,7 +111,17 @@ class SemaphoreCommands:
     grant and makes one attempt at a time.
     """
 
-    __slots__ = ("_engine", "_offset", "_reserve", "_token", "_window", "keys", "limit", "slot")
+    __slots__ = (
+        "_engine",
+        "_offset",
+        "_reserve",
+        "_token",
+        "_window",
+        "keys",
+        "limit",
+        "slot",
+        "split",
+    )
 
     kind = b"s:"
     stateful = False
@@ -125,6 +135,7 @@ class SemaphoreCommands:
         self._window: tuple[bytes, ...] = ()  # the current attempt's slot keys, in order
         self._offset = 0  # the slot number of the window's first key
         self._reserve = 1
+        self.split = False  # the last attempt: a quorum had room, but not on one slot
 
     def _slot_key(self) -> bytes:
         if self.slot is None:
@@ -138,6 +149,7 @@ class SemaphoreCommands:
         self._window = tuple(self.keys.semaphore_slot((offset + i) % limit) for i in range(width))
         self._token = token
         self.slot = None
+        self.split = False
         self._offset = offset
         return Command(SEM_ACQUIRE, self._window, (token, ttl_ms, min(self._reserve, width)))
 
@@ -155,6 +167,7 @@ class SemaphoreCommands:
             position, votes = await _more_votes(tally, width)
         if votes < tally.quorum:
             self._reserve = SPREAD  # a split vote: spread the next attempt
+            self.split = True
             return False
         self._reserve = 1
         self.slot = (self._offset + position) % self.limit
@@ -269,3 +282,16 @@ class SemaphoreLock(Lock):
         return await super().acquire(blocking, timeout)
 
     acquire.__doc__ = Lock.acquire.__doc__
+
+    async def __aenter__(self) -> Self:
+        try:
+            return await super().__aenter__()
+        except QuorumUnavailable as error:
+            if not self._semaphore.split:
+                raise
+            # Every node that answered had room, but they split over the
+            # slots: contention, not nodes down (409, not 503).
+            timeout = self._options.timeout
+            waited = f" (gave up after {timeout}s)" if timeout else ""
+            message = f"semaphore {self._name!r} is contended: nodes had room but no quorum"
+            raise LockBusy(f"{message} agreed on one slot{waited}", error.errors) from None

@@ -15,7 +15,13 @@ from typing import Any
 
 import pytest
 
-from redlock_async import ConfigurationError, LockOptions, RedlockError
+from redlock_async import (
+    ConfigurationError,
+    LockBusy,
+    LockOptions,
+    QuorumUnavailable,
+    RedlockError,
+)
 from redlock_async._engine import Reply
 from redlock_async._errors import NodeConnectionError
 from redlock_async._scripts import EXTEND, EXTEND_MANY, RELEASE, SEM_ACQUIRE, SEM_RELEASE
@@ -377,3 +383,24 @@ def test_auto_renewal_keeps_the_slot_in_a_batch() -> None:
     run(main(), c.clock)
     renewed = {key for _, sent in c.sent(EXTEND_MANY.name) for key in sent.keys}
     assert slot_key(c, 1) in renewed
+
+
+def test_a_split_vote_to_the_end_is_busy_not_unavailable() -> None:
+    # Every node has room, each for another slot: contention, not nodes down.
+    c, models = modelled(retry_delay=0.05, retry_jitter=0.01)
+    for model, taken in zip(models, [(0, 1), (1, 2), (0, 2)], strict=True):
+        model.keys = {slot_key(c, i): (b"other", 1e9) for i in taken}
+
+    async def main() -> None:
+        with pytest.raises(LockBusy, match="contended") as caught:
+            async with sem(c, 3, timeout=0.3):
+                pass
+        assert not isinstance(caught.value, QuorumUnavailable)
+        # Nodes down stay unavailable.
+        for model in models:
+            model.down = True
+        with pytest.raises(QuorumUnavailable):
+            async with sem(c, 3, timeout=0.3):
+                pass
+
+    run(main(), c.clock)
