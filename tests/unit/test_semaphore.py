@@ -404,3 +404,33 @@ def test_a_split_vote_to_the_end_is_busy_not_unavailable() -> None:
                 pass
 
     run(main(), c.clock)
+
+
+class FixedOffset(random.Random):
+    def __init__(self, offset: int) -> None:
+        super().__init__(0)
+        self.offset = offset
+
+    def randrange(self, *args: Any, **kwargs: Any) -> int:
+        return self.offset
+
+
+@pytest.mark.parametrize(
+    ("offset", "taken", "expected"), [(0, range(29), 29), (35, range(35, 40), 0)]
+)
+def test_a_limit_over_the_window_sees_30_slots_from_the_offset_wrapping(
+    offset: int, taken: range, expected: int
+) -> None:
+    c, models = modelled()
+    c.engine.rng = FixedOffset(offset)
+    for model in models:
+        model.keys = {slot_key(c, i): (b"other", 1e9) for i in taken}
+    lock = sem(c, 40)
+
+    async def main() -> None:
+        assert await lock.acquire(blocking=False)
+
+    run(main(), c.clock)
+    [(_, sent), *_] = c.sent(SEM_ACQUIRE.name)
+    assert sent.keys == tuple(slot_key(c, (offset + i) % 40) for i in range(30))
+    assert lock.slot == expected
