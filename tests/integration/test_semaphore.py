@@ -6,9 +6,11 @@ import asyncio
 import random
 
 import pytest
+from redis.asyncio import RedisCluster
 
 from redlock_async import QuorumUnavailable, Redlock, SemaphoreLock
-from redlock_async.testing import RedisNodes
+from redlock_async._keys import KeyLayout
+from redlock_async.testing import RedisClusterNodes, RedisNodes
 
 from ..conftest import MakeRedlock, eventually, lock_keys, no_keys_left
 
@@ -153,3 +155,24 @@ async def test_a_semaphore_and_a_lock_of_one_name_are_different_locks(
     assert await lock.acquire(blocking=False)
     await lock.release()
     await held.release()
+
+
+async def test_a_redis_cluster_node_runs_every_slot_in_one_script(
+    redis_cluster: RedisClusterNodes,
+) -> None:
+    # All slot keys share the hash tag {NAME}: one cluster slot, one script.
+    host, port = redis_cluster.startup_nodes[0]
+    cluster = RedisCluster(host=host, port=port)
+    try:
+        async with Redlock([cluster]) as redlock:
+            held = [redlock.semaphore("a{b}c", 3, ttl=5.0) for _ in range(3)]
+            assert all([await lock.acquire(blocking=False) for lock in held])
+            assert not await redlock.semaphore("a{b}c", 3).acquire(blocking=False)
+            assert {lock.slot for lock in held} == {0, 1, 2}
+            await held[0].extend()
+            for lock in held:
+                await lock.release()
+            keys = [KeyLayout("redlock:", "a{b}c").semaphore_slot(i) for i in range(3)]
+            assert [await cluster.get(key) for key in keys] == [None] * 3
+    finally:
+        await cluster.aclose()
