@@ -128,10 +128,12 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 
 class WarningCounter(logging.Handler):
-    """Counts the library's log records at WARNING and above, by message template.
+    """Counts the library's log records at WARNING and above, by message.
 
-    Attach with :func:`count_warnings`; ``kinds`` keeps one count per
-    ``record.msg`` (the format string, so one kind of warning is one entry).
+    Attach with :func:`count_warnings`; ``kinds`` keeps one count per message
+    text. The library rate-limits its warnings (one per event and lock or
+    node every 10 s, docs/observability.md): these are the records logged,
+    not the events behind them.
     """
 
     def __init__(self) -> None:
@@ -141,10 +143,11 @@ class WarningCounter(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.total += 1
-        self.kinds[str(record.msg)] = self.kinds.get(str(record.msg), 0) + 1
+        text = record.getMessage()
+        self.kinds[text] = self.kinds.get(text, 0) + 1
 
     def count(self, fragment: str) -> int:
-        """Records whose message template contains ``fragment``."""
+        """Records whose message contains ``fragment``."""
         return sum(n for msg, n in self.kinds.items() if fragment in msg)
 
     def summary(self, limit: int = 3) -> str:

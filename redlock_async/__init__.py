@@ -18,14 +18,15 @@ from ._errors import NodeResponseError as NodeResponseError
 from ._errors import NodeTimeoutError as NodeTimeoutError
 from ._errors import QuorumUnavailable as QuorumUnavailable
 from ._errors import RedlockError as RedlockError
+from ._errors import Votes as Votes
 from ._lock import Lock as Lock
+from ._multilock import MultiLock as MultiLock
 from ._redlock import Redlock as Redlock
 from ._rwlock import ReadLock as ReadLock
 from ._rwlock import RWLock as RWLock
 from ._rwlock import WriteLock as WriteLock
 from ._semaphore import SemaphoreLock as SemaphoreLock
-
-__version__ = "0.1.0"
+from ._version import __version__ as __version__
 
 __all__ = [
     "ConfigurationError",
@@ -35,6 +36,7 @@ __all__ = [
     "LockNotAcquired",
     "LockNotOwned",
     "LockOptions",
+    "MultiLock",
     "NodeConnectionError",
     "NodeError",
     "NodeResponseError",
@@ -46,6 +48,7 @@ __all__ = [
     "RedlockConfig",
     "RedlockError",
     "SemaphoreLock",
+    "Votes",
     "WriteLock",
     "__version__",
 ]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 
 from ._commands import Commands, FairEntry
@@ -29,14 +30,35 @@ from ._grant import Grant
 from ._scripts import FENCE_RAISE
 from ._timing import fair_heartbeat, retry_delay, ttl_ms, validity
 
-__all__ = ["Outcome", "acquire"]
+__all__ = ["Failures", "Outcome", "acquire"]
 
 NodeErrors = Mapping[str, NodeError]
 
 
-Outcome = tuple[Grant | None, NodeErrors, Tally | None]
+class Failures:
+    """The failed attempts of one ``acquire()``: how many, and the last few tallies.
+
+    Made at the first failure only (a grant at the first try pays nothing);
+    the tallies become ``LockNotAcquired.attempts`` (``_refusal.py``).
+    """
+
+    __slots__ = ("count", "tallies")
+
+    KEPT = 10  # a waiter with timeout=None may fail for hours: keep the last few
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.tallies: deque[Tally] = deque(maxlen=self.KEPT)
+
+    def add(self, tally: Tally) -> int:
+        self.count += 1
+        self.tallies.append(tally)
+        return self.count
+
+
+Outcome = tuple[Grant | None, NodeErrors, Failures | None]
 """What ``acquire`` ended with: the grant, or None and the last attempt's errors;
-and the last attempt's tally (None when no attempt was made)."""
+and the failed attempts (None when none failed)."""
 
 
 async def acquire(
@@ -59,6 +81,9 @@ async def acquire(
     fair = _fair_entry(engine, commands) if options.fair else None
     subscription: Subscription | None = None
     last: Tally | None = None
+    failures: Failures | None = None
+    max_attempts = options.max_attempts
+    floor = options.min_validity  # a grant must be valid for longer than this
     grant: Grant | None = None
     ttl = options.ttl
     ttls = engine.ttls
@@ -101,16 +126,20 @@ async def acquire(
                 # Validity is judged after the write-back: it is part of the grant.
                 now = engine.clock()
                 left = validity(ttl, started, now, engine.config.drift_factor)
-                if left > 0 and engine.closing:
+                if left > floor and engine.closing:
                     # Granted while aclose() waited for attempts in flight:
                     # nobody will hold it. Released, and the caller told.
                     engine.undo(tally, commands.release(token, False))
                     engine.check_open()  # raises
-                if left > 0:
-                    grant = Grant(token, ttl, now + left, tally, fencing)
-                    return grant, {}, tally
+                if left > floor:
+                    grant = Grant(token, ttl, now + left, tally, fencing, now)
+                    return grant, {}, failures
             errors = errors if errors is not None else tally.errors()
             engine.undo(tally, commands.release(token, False))
+            if failures is None:
+                failures = Failures()
+            if failures.add(tally) == max_attempts:
+                return None, errors, failures
 
             # Refused: what next.
             if engine.closing:
@@ -118,7 +147,7 @@ async def acquire(
             if first:
                 first = False
                 if not blocking or limit == 0:
-                    return None, errors, tally  # timeout=0: one attempt, like blocking=False
+                    return None, errors, failures  # timeout=0: one attempt, like blocking=False
                 if engine.wake is not None:
                     # Listen for releases. The deadline bounds the wait for
                     # confirmations too.
@@ -144,7 +173,7 @@ async def acquire(
             if deadline is not None:
                 remaining = deadline - engine.clock()
                 if remaining <= 0:
-                    return None, errors, tally
+                    return None, errors, failures
                 delay = min(delay, remaining)
                 idle = remaining if idle is None else min(idle, remaining)
             if subscription is not None:
@@ -154,7 +183,7 @@ async def acquire(
             else:
                 await asyncio.sleep(delay)
             if deadline is not None and engine.clock() >= deadline:
-                return None, errors, tally
+                return None, errors, failures
     finally:
         if subscription is not None:
             # Its turn passes on: woken at once if it leaves without a grant

@@ -21,6 +21,7 @@ from typing import TypeVar
 from urllib.parse import unquote, unquote_plus
 
 from ._errors import ConfigurationError
+from ._options import OPTION_NAMES, Options, parse_options
 
 __all__ = ["Address", "Endpoint", "connect", "node_identity", "parse_url", "redact_url"]
 
@@ -29,28 +30,6 @@ P = TypeVar("P", bound=asyncio.Protocol)
 _SCHEMES = ("redis", "rediss", "unix")
 # Query keys the library understands; only ``db`` ever has its value shown.
 _QUERY_KEYS = frozenset({"db", "password", "username"})
-# Option names redis-py accepts in URLs: safe to name in "unsupported" errors.
-# Any other unknown key is not echoed (it may be a password written as a key).
-_OPTION_NAMES = frozenset(
-    {
-        "client_name",
-        "decode_responses",
-        "encoding",
-        "health_check_interval",
-        "max_connections",
-        "protocol",
-        "retry_on_timeout",
-        "socket_connect_timeout",
-        "socket_keepalive",
-        "socket_timeout",
-        "ssl_ca_certs",
-        "ssl_cert_reqs",
-        "ssl_certfile",
-        "ssl_check_hostname",
-        "ssl_keyfile",
-        "timeout",
-    }
-)
 _SCHEME = re.compile(r"[a-z][a-z0-9+.-]{0,15}")
 _HOST = re.compile(r"[a-z0-9_.-]+|\[[0-9a-f:.]+\]")
 
@@ -67,6 +46,13 @@ class Address:
     username: str | None = field(default=None, repr=False)
     password: str | None = field(default=None, repr=False)
     tls: bool = False
+    # Parameters for redis-py (``ssl_ca_certs``…); may hold secrets (``ssl_password``).
+    options: Options = field(default=(), repr=False)
+
+    @property
+    def lean(self) -> bool:
+        """True when the lean driver can serve it: no TLS, no parameter only redis-py reads."""
+        return not self.tls and not self.options
 
     def auth_command(self) -> tuple[object, ...] | None:
         """The AUTH command a new connection sends first; None without a password."""
@@ -104,7 +90,7 @@ def _split(url: str) -> _Parts | None:
             "@" not in path
             and "@" not in query.partition("#")[2]
             and all(
-                key in _QUERY_KEYS and "@" not in key_text
+                (key in _QUERY_KEYS or key in OPTION_NAMES) and "@" not in key_text
                 for key_text, key in (
                     (item.partition("=")[0], unquote_plus(item.partition("=")[0]))
                     for item in query.partition("#")[0].split("&")
@@ -198,6 +184,10 @@ def redact_url(url: str) -> str:
 def parse_url(url: str) -> Address:
     """Parse a ``redis://``, ``rediss://`` or ``unix://`` URL.
 
+    Query parameters other than ``db``, ``username`` and ``password`` are
+    those of ``redis.asyncio.Redis.from_url`` (``ssl_ca_certs``,
+    ``ssl_certfile``, ``socket_keepalive``…), cast by redis-py's parser; a
+    node with any of them (or ``rediss://``) is served through redis-py.
     Raises ConfigurationError naming the (redacted) URL when it cannot be used.
     """
     parts = _split(url)
@@ -209,13 +199,9 @@ def parse_url(url: str) -> Address:
             f"node URL {shown!r} must start with redis://, rediss:// or unix://"
         )
     query = _query_items(parts.query)
-    unknown = {key for key, _ in query} - _QUERY_KEYS
-    if unknown:
-        named = sorted(key for key in unknown if key in _OPTION_NAMES)
-        hidden = len(unknown) - len(named)
-        listed = ", ".join([*named, *([f"{hidden} not shown"] if hidden else [])])
-        raise ConfigurationError(f"node URL {shown!r} has unsupported parameter(s): {listed}")
-    values = {key: unquote_plus(value) for key, value in query}  # the last one wins
+    values = {  # the last one wins
+        key: unquote_plus(value) for key, value in query if key in _QUERY_KEYS
+    }
     username = password = None
     if parts.userinfo is not None:
         user, colon, secret = parts.userinfo.partition(":")
@@ -223,12 +209,23 @@ def parse_url(url: str) -> Address:
         password = unquote(secret) if colon else None
     password = values.get("password", password)
     username = values.get("username", username)
+    options = parse_options(
+        parts.scheme,
+        [(key, value) for key, value in query if key not in _QUERY_KEYS],
+        shown,
+        (username or "", password or "", parts.userinfo or ""),
+    )
     db_text = values.get("db")
     if parts.scheme == "unix":
         if not parts.path:
             raise ConfigurationError(f"node URL {shown!r} names no socket path")
         return Address(
-            shown, path=parts.path, db=_db(db_text, shown), username=username, password=password
+            shown,
+            path=parts.path,
+            db=_db(db_text, shown),
+            username=username,
+            password=password,
+            options=options,
         )
     host, port_text = _host_port(parts.hostport)
     if host is None or not _HOST.fullmatch(host):
@@ -247,6 +244,7 @@ def parse_url(url: str) -> Address:
         username=username,
         password=password,
         tls=parts.scheme == "rediss",
+        options=options,
     )
 
 

@@ -38,10 +38,14 @@ class OptionsCache:
         cancel_on_lost: bool = True,
         fair: bool = False,
         on_lost: OnLost | None = None,
+        max_attempts: int | None = None,
+        min_validity: float = 0.0,
     ) -> LockOptions:
         spec: tuple[object, ...] = (ttl, auto_extend, timeout, fencing, cancel_on_lost, fair)
         if on_lost is not None:
             spec += (on_lost,)
+        if max_attempts is not None or min_validity:
+            spec += (max_attempts, min_validity, "limits")
         options = None
         # Only exact types may share a cache entry: True == 1, yet ttl=True is an error.
         cacheable = (
@@ -51,6 +55,8 @@ class OptionsCache:
             and type(fencing) is bool
             and type(cancel_on_lost) is bool
             and type(fair) is bool
+            and (max_attempts is None or type(max_attempts) is int)
+            and (type(min_validity) is float or type(min_validity) is int)
         )
         if cacheable:
             # Not contextlib.suppress: this runs on every lock() call.
@@ -67,6 +73,8 @@ class OptionsCache:
                 cancel_on_lost=cancel_on_lost,
                 fair=fair,
                 on_lost=on_lost,
+                max_attempts=max_attempts,
+                min_validity=min_validity,
             )
             # LockOptions cannot know the drift factor; cached options passed this.
             check_ttl("ttl", options.ttl, self._drift_factor)

@@ -99,6 +99,10 @@ class RedlockConfig:
     """Wake waiters through pub/sub when a lock is released. Default True."""
     quarantine_grace: float | None = None
     """Strict mode: also quarantine nodes up for less than this many seconds. Default None (off)."""
+    telemetry: bool = True
+    """Report metrics and spans when opentelemetry-api is installed. Default True."""
+    telemetry_lock_names: bool = False
+    """Put lock names in metric attributes too (one series per name). Default False."""
 
     def __post_init__(self) -> None:
         check_prefix(self.prefix)
@@ -116,6 +120,9 @@ class RedlockConfig:
             "quarantine_grace",
             check_seconds("quarantine_grace", self.quarantine_grace, allow_none=True),
         )
+        for flag in ("telemetry", "telemetry_lock_names"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ConfigurationError(f"{flag} must be a bool, not {getattr(self, flag)!r}")
         if not isinstance(self.wake_on_release, bool):
             raise ConfigurationError(
                 f"wake_on_release must be a bool, not {self.wake_on_release!r}"
@@ -139,6 +146,13 @@ class LockOptions:
     """Inside ``async with``, cancel the body when the lock is lost. Default True."""
     fair: bool = False
     """Grant waiters in the order they began waiting. Default False."""
+    max_attempts: int | None = None
+    """Give up after this many attempts (the first included), even before
+    ``timeout``; None: no limit but ``timeout``. Default None."""
+    min_validity: float = 0.0
+    """Refuse a grant whose validity, once decided, is not above this many
+    seconds (it is released at once and counts as a failed attempt); below
+    ``ttl``. Default 0.0: any validity left."""
     # Typed loosely here: the lock type sits above this module, and
     # Redlock.lock() states the precise type, Callable[[Lock], object].
     on_lost: Callable[..., object] | None = field(default=None, repr=False)
@@ -155,5 +169,16 @@ class LockOptions:
         for flag in ("auto_extend", "fencing", "cancel_on_lost", "fair"):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigurationError(f"{flag} must be a bool, not {getattr(self, flag)!r}")
+        attempts = self.max_attempts
+        if attempts is not None and (
+            isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1
+        ):
+            raise ConfigurationError(f"max_attempts must be an int >= 1 or None, not {attempts!r}")
+        floor = _seconds("min_validity", self.min_validity)
+        if floor >= ttl:
+            raise ConfigurationError(
+                f"min_validity must be below ttl ({ttl}s), not {self.min_validity!r}"
+            )
+        object.__setattr__(self, "min_validity", floor)
         if self.on_lost is not None and not callable(self.on_lost):
             raise ConfigurationError(f"on_lost must be callable, not {self.on_lost!r}")

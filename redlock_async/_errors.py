@@ -22,7 +22,8 @@ Messages name nodes by their redacted address: passwords never appear.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from types import MappingProxyType
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "NodeTimeoutError",
     "QuorumUnavailable",
     "RedlockError",
+    "Votes",
 ]
 
 
@@ -83,13 +85,40 @@ class _WithNodeErrors(RedlockError):
         super().__init__(message + _describe(self.errors))
 
 
+@dataclass(frozen=True, slots=True)
+class Votes:
+    """How the nodes answered one acquire attempt, each named by its redacted address."""
+
+    granted: tuple[str, ...]
+    """Nodes that said yes (their grant was undone when the attempt failed)."""
+    taken: tuple[str, ...]
+    """Nodes that said the name is held elsewhere."""
+    failed: Mapping[str, NodeError]
+    """Nodes that failed (errors, or silent for ``node_timeout``), with why."""
+    unanswered: tuple[str, ...]
+    """Nodes that had not answered when the attempt was decided or given up."""
+
+
 class LockNotAcquired(_WithNodeErrors):
-    """The lock could not be acquired before the timeout.
+    """The lock could not be acquired before the timeout (or ``max_attempts``).
 
     ``errors`` maps each node (by its redacted address) that failed in the last
     attempt to the exception it raised; nodes that simply voted "held by someone
-    else" are not errors and do not appear.
+    else" are not errors and do not appear. ``attempts`` holds the votes of the
+    last attempts (at most 10, oldest first; ``attempts[-1]`` is the last one);
+    ``attempt_count`` says how many were made in all.
     """
+
+    def __init__(
+        self,
+        message: str,
+        errors: Mapping[str, BaseException] | None = None,
+        attempts: Sequence[Votes] = (),
+        attempt_count: int = 0,
+    ) -> None:
+        super().__init__(message, errors)
+        self.attempts: tuple[Votes, ...] = tuple(attempts)
+        self.attempt_count = max(attempt_count, len(self.attempts))
 
 
 class LockBusy(LockNotAcquired):

@@ -24,6 +24,7 @@ class Grant:
     validity_end: float  # monotonic time after which the grant may be gone
     acquired: Tally  # the acquire fan-out: later commands are ordered after it
     fencing_token: int | None = None
+    since: float = 0.0  # when it was granted (monotonic), for how long it was held
 
 
 def judge_extend(

@@ -10,7 +10,7 @@ from typing import NamedTuple
 from ._engine import Command, Engine, Tally
 from ._errors import LockLost
 
-_log = logging.getLogger("redlock_async")
+_log = logging.getLogger("redlock_async.lock")
 
 __all__ = ["Body", "Cleanup", "Loss"]
 
@@ -42,8 +42,7 @@ class Loss:
 
     def tell(self, error: LockLost, on_lost: Callable[..., object] | None, lock: object) -> None:
         """A held grant was lost: record it, log it, set the event, call ``on_lost(lock)``."""
-        self.mark(error)
-        _log.warning("redlock_async: %s", error)
+        self.mark(error)  # logged by the lock (_observed.lost), rate-limited
         if on_lost is not None:
             try:
                 on_lost(lock)

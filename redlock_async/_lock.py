@@ -17,22 +17,26 @@ from types import MappingProxyType, TracebackType
 from typing import Final, Self, TypedDict
 
 from . import _acquire
-from ._asynconly import AsyncOnly
+from . import _observed as observed
+from ._acquire import Failures
 from ._commands import Commands
 from ._config import LockOptions, check_seconds, check_ttl
-from ._engine import Engine, Tally
+from ._engine import Engine
 from ._errors import LockLost, LockNotOwned, NodeError, RedlockError
 from ._extend import extend_now
 from ._grant import Grant
 from ._holder import Body, Cleanup, Loss
+from ._lockstate import LockState
+from ._observe import LOCK, warn
+from ._observed import listening
 from ._owners import Owners
 from ._refusal import not_acquired
-from ._release import judge_release, send_release
+from ._release import judge_release, send_release, settle_release
 from ._renewal import Renewals, Renewer
 
 __all__ = ["UNSET", "Holdings", "Lock", "LockKeywords", "OnLost", "Unset"]
 
-_log = logging.getLogger("redlock_async")
+_log = logging.getLogger("redlock_async.lock")
 
 OnLost = Callable[["Lock"], object]
 
@@ -47,6 +51,8 @@ class LockKeywords(TypedDict, total=False):
     cancel_on_lost: bool
     fair: bool
     on_lost: OnLost | None
+    max_attempts: int | None
+    min_validity: float
 
 
 class Unset:
@@ -104,7 +110,7 @@ class Holdings:
         self.renewals.forget()
 
 
-class Lock(AsyncOnly):
+class Lock(LockState):
     """A distributed lock on one name. Create one per critical section: get it from
     :meth:`Redlock.lock` (exclusive) or :meth:`RWLock.read` / :meth:`RWLock.write`;
     see :meth:`Redlock.lock` for the keywords."""
@@ -112,15 +118,10 @@ class Lock(AsyncOnly):
     __slots__ = (
         "__weakref__",
         "_acquiring",
+        "_adopted",
         "_body",
         "_commands",
-        "_engine",
-        "_errors",
-        "_grant",
         "_holdings",
-        "_loss",
-        "_name",
-        "_options",
         "_refused",
         "_renewer",
     )
@@ -141,62 +142,11 @@ class Lock(AsyncOnly):
         self._renewer: Renewer[Lock] | None = None  # made when first needed: many locks never renew
         self._grant: Grant | None = None
         self._acquiring = False
+        self._adopted = False  # holds a grant made elsewhere, not yet entered with `async with`
         self._loss = Loss()
         self._errors: Mapping[str, NodeError] = _NO_ERRORS
         self._body: Body | None = None  # the `async with` body's task, cancelled on loss
-        self._refused: Tally | None = None  # the last attempt of a failed acquire()
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def ttl(self) -> float:
-        """The ttl of the current grant (or the configured one when not held)."""
-        return self._grant.ttl if self._grant is not None else self._options.ttl
-
-    @property
-    def options(self) -> LockOptions:
-        return self._options
-
-    @property
-    def held(self) -> bool:
-        """True while this object holds a grant that is still valid."""
-        grant = self._grant
-        return grant is not None and self._engine.clock() < grant.validity_end
-
-    @property
-    def lost(self) -> bool:
-        """True once a held grant was lost (renewal failed, or it expired in use)."""
-        return self._loss.lost
-
-    @property
-    def lost_event(self) -> asyncio.Event:
-        """Set when a held grant is lost: ``await lock.lost_event.wait()``."""
-        return self._loss.event()
-
-    @property
-    def valid_for(self) -> float:
-        """Seconds of guaranteed validity left; 0.0 when not held."""
-        grant = self._grant
-        if grant is None:
-            return 0.0
-        return max(0.0, grant.validity_end - self._engine.clock())
-
-    @property
-    def errors(self) -> Mapping[str, NodeError]:
-        """Per-node errors of the last attempt that failed (empty after a grant)."""
-        return self._errors
-
-    @property
-    def fencing_token(self) -> int | None:
-        """The current grant's fencing token when ``fencing=True``, else None."""
-        grant = self._grant
-        return grant.fencing_token if grant is not None else None
-
-    def __repr__(self) -> str:
-        state = "lost" if self._loss.lost else "held" if self._grant is not None else "unlocked"
-        return f"<{type(self).__name__} {self._name!r} {state} ttl={self.ttl}>"
+        self._refused: Failures | None = None  # the failed attempts of the last acquire()
 
     async def acquire(self, blocking: bool = True, timeout: float | Unset | None = UNSET) -> bool:
         """Try to acquire; True on success, False when it gave up.
@@ -217,18 +167,24 @@ class Lock(AsyncOnly):
         owner = asyncio.current_task()
         if blocking and limit is None:
             self._holdings.owners.check(self, self._name, self._commands.kind, owner)
+        call = _acquire.acquire(self._engine, self._commands, self._options, blocking, limit)
+        if listening(self._engine):  # telemetry on, or DEBUG logs: report it
+            call = observed.acquire(self._engine, self._name, call, Grant)
         self._acquiring = True
         try:
-            grant, errors, self._refused = await _acquire.acquire(
-                self._engine, self._commands, self._options, blocking, limit
-            )
+            grant, errors, self._refused = await call
         finally:
             self._acquiring = False
         if grant is None:
             self._errors = errors
             return False
-        self._grant = grant
         self._refused = None
+        self._hold(grant, owner)
+        return True
+
+    def _hold(self, grant: Grant, owner: asyncio.Task[object] | None) -> None:
+        """Hold ``grant`` (acquired here, or adopted): tracked, and renewed if asked."""
+        self._grant = grant
         self._holdings.owners.took(self, self._name, self._commands.kind, owner)
         if self._loss.error is not None:  # a new grant after a loss: it is history
             self._loss.clear()
@@ -236,7 +192,6 @@ class Lock(AsyncOnly):
         self._holdings.add(self)
         if self._options.auto_extend:
             self._renewal().start(grant)
-        return True
 
     async def extend(self, ttl: float | None = None) -> None:
         """Renew the grant to a full ``ttl`` (default: the lock's ttl) from now.
@@ -245,6 +200,11 @@ class Lock(AsyncOnly):
         no longer holds it or its validity ends first, LockNotOwned when this
         object holds no grant.
         """
+        if listening(self._engine):
+            return await observed.extend(self._engine, self._name, self._extend(ttl))
+        return await self._extend(ttl)
+
+    async def _extend(self, ttl: float | None) -> None:
         grant = self._require_grant()
         engine = self._engine
         drift_factor = engine.config.drift_factor
@@ -290,13 +250,17 @@ class Lock(AsyncOnly):
         # release finds the key gone - extend.lua never re-creates a key.
         self._drop(grant)
         tally, expired = send_release(self._engine, self._commands, grant)
-        if not await tally.decided or expired:
+        if listening(self._engine):
+            settled = settle_release(self._name, tally, expired)
+            await observed.release(self._engine, self._name, grant, settled)
+        elif not await tally.decided or expired:
             judge_release(self._name, tally, expired)
 
     def _drop(self, grant: Grant) -> None:
         """Forget ``grant`` locally and stop renewing it."""
         if self._grant is grant:
             self._grant = None
+            self._adopted = False
         if self._renewer is not None:
             self._renewer.stop()
         holdings = self._holdings
@@ -310,6 +274,7 @@ class Lock(AsyncOnly):
         if grant is None:
             return self._loss.error or error
         self._drop(grant)
+        observed.lost(self._engine, self._name, grant, str(error))
         self._loss.tell(error, self._options.on_lost, self)
         # Remnants on a minority would only block the next holder until expiry;
         # not while a body may still work, though: only once it has stopped.
@@ -322,12 +287,14 @@ class Lock(AsyncOnly):
         return error
 
     async def __aenter__(self) -> Self:
-        if not await self.acquire():
+        if self._adopted and self._grant is not None:
+            self._adopted = False  # `async with await redlock.adopt(...)`: already held
+        elif not await self.acquire():
             # Why: busy (a quorum refused) or unavailable (no quorum answered).
-            tally, self._refused = self._refused, None
+            failures, self._refused = self._refused, None
             timeout, node_timeout = self._options.timeout, self._engine.config.node_timeout
             error, self._errors = await not_acquired(
-                self._name, tally, self._errors, timeout, node_timeout
+                self._name, failures, self._errors, timeout, node_timeout
             )
             raise error
         self._body = Body(self._engine.loop())
@@ -361,4 +328,5 @@ async def _release_quietly(lock: Lock) -> None:
     try:
         await lock.release()
     except RedlockError as err:
-        _log.warning("redlock_async: release of %r failed: %s", lock.name, err)
+        warn(LOCK, "release failed", lock.name, f"release of {lock.name!r} failed: {err}",
+             name=lock.name, outcome=type(err).__name__)  # fmt: skip

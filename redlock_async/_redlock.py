@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar, Unpack
 
 from ._address import Endpoint
+from ._adopt import adopt, locked
 from ._asynconly import AsyncOnly
 from ._caches import CommandsCache, OptionsCache
+from ._closing import close
 from ._config import RedlockConfig
-from ._engine import Engine, TtlLedger, stall_limit
+from ._engine import Engine, TtlLedger
 from ._engine._build import NodeSpec, default_node_timeout, make_node
 from ._errors import ConfigurationError
 from ._lock import Holdings, Lock, LockKeywords, OnLost
+from ._multilock import MultiLock
 from ._rwlock import RWLock
 from ._semaphore import SemaphoreLock, semaphore
 from ._synchronized import synchronized
@@ -48,7 +50,10 @@ class Redlock(AsyncOnly):
       announcements and retry at once, instead of only after the retry delay;
     - ``quarantine_grace`` [None]: strict mode - besides nodes seen to restart
       (always quarantined for the longest ttl granted here), also quarantine
-      nodes up for less than this many seconds.
+      nodes up for less than this many seconds;
+    - ``telemetry`` [True]: with opentelemetry-api installed, report metrics
+      and spans (docs/observability.md); ``telemetry_lock_names`` [False]:
+      also put lock names in metric attributes.
 
     Raises ConfigurationError for bad arguments, and when two nodes are one
     Redis server (same resolved address and port, or same socket path after
@@ -74,6 +79,8 @@ class Redlock(AsyncOnly):
         retry_jitter: float = 0.2,
         wake_on_release: bool = True,
         quarantine_grace: float | None = None,
+        telemetry: bool = True,
+        telemetry_lock_names: bool = False,
     ) -> None:
         if node_timeout is None:
             node_timeout = default_node_timeout(nodes)
@@ -85,6 +92,8 @@ class Redlock(AsyncOnly):
             retry_jitter=retry_jitter,
             wake_on_release=wake_on_release,
             quarantine_grace=quarantine_grace,
+            telemetry=telemetry,
+            telemetry_lock_names=telemetry_lock_names,
         )
         if isinstance(nodes, str | bytes) or not isinstance(nodes, Sequence):
             raise ConfigurationError(
@@ -144,6 +153,8 @@ class Redlock(AsyncOnly):
         cancel_on_lost: bool = True,
         fair: bool = False,
         on_lost: OnLost | None = None,
+        max_attempts: int | None = None,
+        min_validity: float = 0.0,
     ) -> Lock:
         """A new exclusive :class:`Lock` on ``name`` (not yet acquired).
 
@@ -153,16 +164,40 @@ class Redlock(AsyncOnly):
         ``fencing`` [False] give each grant a fencing token; ``cancel_on_lost``
         [True] cancel the ``async with`` body if the lock is lost; ``fair``
         [False] serve waiters in arrival order; ``on_lost`` [None] called once
-        with the lock when a held grant is lost.
+        with the lock when a held grant is lost; ``max_attempts`` [None] give
+        up after this many attempts; ``min_validity`` [0.0] refuse a grant
+        valid for no longer than this.
         """
         core = self._core
         if core.closed:
             core.check_open()
         # Positional: a call with seven keywords costs more than the lookup.
         options = self._lock_options(
-            ttl, auto_extend, timeout, fencing, cancel_on_lost, fair, on_lost
+            ttl,
+            auto_extend,
+            timeout,
+            fencing,
+            cancel_on_lost,
+            fair,
+            on_lost,
+            max_attempts,
+            min_validity,
         )
         return Lock(core, self._holdings, name, options, self._commands(name))
+
+    async def adopt(self, name: str, token: str, **options: Unpack[LockKeywords]) -> Lock:
+        """Hold the grant ``token`` (a :attr:`Lock.token` from another task or process)
+        on ``name``: confirmed on a quorum by extending it to ``ttl``, and returned as
+        a held :class:`Lock` (keywords of :meth:`lock`). Raises LockNotOwned when a
+        quorum no longer holds that token, QuorumUnavailable when too few answer."""
+        lock = self.lock(name, **options)
+        return await adopt(lock, self._commands(name), self._core, token)
+
+    async def locked(self, name: str) -> bool:
+        """Does a quorum of nodes hold a grant on ``name`` now (any holder)? Raises
+        QuorumUnavailable when too few nodes answer to tell."""
+        self._core.check_open()
+        return await locked(self._core, name, self._commands(name))
 
     def synchronized(
         self, name: str | Callable[..., str], **options: Unpack[LockKeywords]
@@ -194,6 +229,15 @@ class Redlock(AsyncOnly):
         keys = self._commands(name).keys
         return RWLock(self._core, self._holdings, name, keys, self._lock_options, defaults)
 
+    def multilock(self, names: Iterable[str], **keywords: Unpack[LockKeywords]) -> MultiLock:
+        """A new :class:`MultiLock` on every one of ``names`` at once (not yet
+        acquired): all of them or none, excluding plain locks of each name.
+        Keywords as :meth:`lock`. Raises ConfigurationError for no names, a
+        bad name, ``fencing=True`` or ``fair=True`` (docs/multilock.md)."""
+        self._core.check_open()
+        options = self._lock_options(**keywords)
+        return MultiLock(self._core, self._holdings, names, options, self.config.prefix)
+
     def semaphore(self, name: str, limit: int, **options: Unpack[LockKeywords]) -> SemaphoreLock:
         """A new :class:`SemaphoreLock` on ``name`` (not yet acquired): at most ``limit``
         (1 to 1024) valid holders at once. Keywords of :meth:`lock`; ``fencing=True``
@@ -214,35 +258,7 @@ class Redlock(AsyncOnly):
         lock that was held: ``LockLost``) at once. Clients passed in are left
         open.
         """
-        core = self._core
-        if core.closing:
-            return
-        # Connections made on a loop that has ended (or in the parent, before
-        # a fork) are forgotten first: only this loop's can be closed here.
-        core.loop()
-        core.closing = True  # no new attempt from here on
-        bodies = self._holdings.lose_all("its Redlock was closed (aclose) while it was held")
-        # Their releases go out as their bodies stop; those that do not stop
-        # in time are released anyway (they were told and cancelled).
-        limit = stall_limit(core.config.node_timeout)
-        for _ in range(int(limit / 0.005)):  # polled: aclose() is rare
-            if all(body.pending is None for body in bodies):
-                break
-            await asyncio.sleep(0.005)
-        for body in bodies:
-            body.flush(core)
-        # Attempts in flight decide (a grant now is released at once), and
-        # every cleanup gets its replies, before the connections close.
-        await core.drain(limit)
-        core.close()
-        if core.wake is not None:
-            await core.wake.aclose()
-        results = await asyncio.gather(
-            *(node.aclose() for node in core.nodes), return_exceptions=True
-        )
-        for node, result in zip(core.nodes, results, strict=True):
-            if isinstance(result, Exception):
-                _log.warning("redlock_async: closing %s failed: %s", node.name, result)
+        await close(self._core, self._holdings)
 
     async def __aenter__(self) -> Self:
         return self

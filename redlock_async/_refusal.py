@@ -12,37 +12,63 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 
-from ._engine import Tally
-from ._errors import LockBusy, LockNotAcquired, NodeError, QuorumUnavailable
+from ._acquire import Failures
+from ._engine import Tally, is_yes
+from ._errors import LockBusy, LockNotAcquired, NodeError, QuorumUnavailable, Votes
 
-__all__ = ["not_acquired", "refused_by_quorum"]
+__all__ = ["answers", "not_acquired", "refused_by_quorum", "votes"]
 
 
 async def not_acquired(
     name: str,
-    tally: Tally | None,
+    failures: Failures | None,
     errors: Mapping[str, NodeError],
     timeout: float | None,
     node_timeout: float,
 ) -> tuple[LockNotAcquired, Mapping[str, NodeError]]:
-    """The error of an ``async with`` that gave up, from its last attempt's ``tally``,
+    """The error of an ``async with`` that gave up, from its failed attempts,
     and the per-node errors it reports (``errors`` and those that came in since)."""
     waited = f" (gave up after {timeout}s)" if timeout else ""
-    if tally is None:
+    if failures is None:
         return QuorumUnavailable(f"lock {name!r}: no attempt was made{waited}", errors), errors
+    if failures.count > 1:
+        spent = f"{timeout}s, " if timeout else ""
+        waited = f" (gave up after {spent}{failures.count} attempts)"
+    tally = failures.tallies[-1]
     busy = await refused_by_quorum(tally, node_timeout)
     # Votes that came in while judging: their failures belong in the report.
     errors = {**tally.errors(), **errors}
+    attempts = [votes(t) for t in failures.tallies]
+    count = failures.count
     if busy:
         message = f"lock {name!r} is held elsewhere: {tally.no} of {tally.n} nodes refused"
-        return LockBusy(message + waited, errors), errors
+        return LockBusy(message + waited, errors, attempts, count), errors
     answered = tally.yes + tally.no
     if answered >= tally.quorum and not tally.no:
-        reason = "a quorum granted it too late for the grant to be valid (slow nodes)"
+        reason = "a quorum granted it, too late to leave the validity required (slow nodes?)"
     else:
         reason = f"{answered} of {tally.n} nodes answered, {tally.quorum} needed"
     message = f"lock {name!r}: too few nodes answered to decide: {reason}{waited}"
-    return QuorumUnavailable(message, errors), errors
+    return QuorumUnavailable(message, errors, attempts, count), errors
+
+
+def votes(tally: Tally) -> Votes:
+    """One attempt's votes, by node name."""
+    granted: list[str] = []
+    taken: list[str] = []
+    unanswered: list[str] = []
+    failed = tally.errors()
+    for node, reply in zip(tally.nodes, tally.replies, strict=True):
+        name = node.name
+        if name in failed:
+            continue
+        if is_yes(reply):
+            granted.append(name)
+        elif type(reply) is int:
+            taken.append(name)
+        elif not isinstance(reply, NodeError):
+            unanswered.append(name)  # pending (a skipped node is among the failed)
+    return Votes(tuple(granted), tuple(taken), failed, tuple(unanswered))
 
 
 async def refused_by_quorum(tally: Tally, wait: float) -> bool:
@@ -58,13 +84,18 @@ async def refused_by_quorum(tally: Tally, wait: float) -> bool:
     """
     if _busy(tally):
         return True
-    if tally.no and tally.missing:
-        answering = tally.answering()
-        if answering and tally.yes + tally.no + len(answering) >= tally.quorum:
-            loop = asyncio.get_running_loop()
-            waits = [_answered(loop, tally, index) for index in answering]
-            await asyncio.wait(waits, timeout=wait)
+    if tally.no and tally.yes + tally.no + len(tally.answering()) >= tally.quorum:
+        await answers(tally, wait)
     return _busy(tally)
+
+
+async def answers(tally: Tally, wait: float) -> None:
+    """Wait, at most ``wait`` seconds, for the nodes of ``tally`` still answering
+    (pending, and not yet silent for ``node_timeout``)."""
+    answering = tally.answering()
+    if answering:
+        loop = asyncio.get_running_loop()
+        await asyncio.wait([_answered(loop, tally, index) for index in answering], timeout=wait)
 
 
 def _answered(loop: asyncio.AbstractEventLoop, tally: Tally, index: int) -> asyncio.Future[None]:

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import logging
 import time
 
 from ._commands import Commands
 from ._engine import Engine, Tally
 from ._errors import LockNotOwned, describe_errors
 from ._grant import Grant
+from ._observe import LOCK, warn
 
-__all__ = ["judge_release", "send_release"]
-
-_log = logging.getLogger("redlock_async")
+__all__ = ["judge_release", "send_release", "settle_release"]
 
 
 def send_release(engine: Engine, commands: Commands, grant: Grant) -> tuple[Tally, bool]:
@@ -47,8 +45,12 @@ def judge_release(name: str, tally: Tally, expired: bool) -> None:
             f"lock {name!r}: fewer than {tally.quorum} nodes still held this grant",
             tally.errors(),
         )
-    _log.warning(
-        "redlock_async: release of %r not confirmed by a quorum: %s",
-        name,
-        describe_errors(tally.errors()) or "no quorum of replies within node_timeout",
-    )
+    why = describe_errors(tally.errors()) or "no quorum of replies within node_timeout"
+    message = f"release of {name!r} not confirmed by a quorum: {why}"
+    warn(LOCK, "release unconfirmed", name, message, name=name, outcome="unconfirmed")
+
+
+async def settle_release(name: str, tally: Tally, expired: bool) -> None:
+    """Wait for the release of ``tally`` to be decided, and judge it (``judge_release``)."""
+    if not await tally.decided or expired:
+        judge_release(name, tally, expired)

@@ -27,6 +27,7 @@ reported as soon as the loop runs again.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import weakref
 from collections.abc import Callable, Mapping
@@ -38,6 +39,7 @@ from ._commands import Commands
 from ._engine import Command, Engine
 from ._errors import NodeError
 from ._grant import Grant, apply_votes
+from ._observe import RENEWAL, debug
 from ._timetable import Timetable
 from ._timing import (
     extend_retry_interval,
@@ -179,6 +181,9 @@ class Renewals(Generic[_Owner]):
         config = engine.config
         left = loss_deadline(grant.validity_end, grant.ttl, config.node_timeout) - engine.clock()
         delay = max(0.0, min(extend_retry_interval(config.retry_delay, grant.ttl), left))
+        if RENEWAL.isEnabledFor(logging.DEBUG):
+            message = f"a renewal was not confirmed by a quorum; retry in {delay:.3f}s"
+            debug(RENEWAL, message, outcome="retry", elapsed=left)
         renewer.grant = grant
         loop = engine.loop()
         self.timetable.add(renewer, loop.time() + delay, loop)

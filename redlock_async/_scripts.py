@@ -17,6 +17,10 @@ __all__ = [
     "FAIR_ACQUIRE",
     "FAIR_LEAVE",
     "FENCE_RAISE",
+    "LOCKED",
+    "MULTI_ACQUIRE",
+    "MULTI_EXTEND",
+    "MULTI_RELEASE",
     "READ_ACQUIRE",
     "READ_EXTEND",
     "READ_RELEASE",
@@ -39,6 +43,10 @@ WRITE_ACQUIRE = Script.load("rw_write_acquire", grants=True, fences=True)
 FAIR_ACQUIRE = Script.load("fair_acquire", grants=True, fences=True)
 FAIR_LEAVE = Script.load("fair_leave")
 FENCE_RAISE = Script.load("fence_raise")
+LOCKED = Script.load("locked")
+MULTI_ACQUIRE = Script.load("multi_acquire", grants=True)
+MULTI_RELEASE = Script.load("multi_release")
+MULTI_EXTEND = Script.load("multi_extend")
 SEM_ACQUIRE = Script.load("sem_acquire", grants=True)
 SEM_RELEASE = Script.load("sem_release")
 
@@ -54,6 +62,10 @@ ALL_SCRIPTS: tuple[Script, ...] = (
     FAIR_ACQUIRE,
     FAIR_LEAVE,
     FENCE_RAISE,
+    LOCKED,
+    MULTI_ACQUIRE,
+    MULTI_RELEASE,
+    MULTI_EXTEND,
     SEM_ACQUIRE,
     SEM_RELEASE,
     SERVER_ID,

@@ -294,4 +294,9 @@ class SemaphoreLock(Lock):
             timeout = self._options.timeout
             waited = f" (gave up after {timeout}s)" if timeout else ""
             message = f"semaphore {self._name!r} is contended: nodes had room but no quorum"
-            raise LockBusy(f"{message} agreed on one slot{waited}", error.errors) from None
+            raise LockBusy(
+                f"{message} agreed on one slot{waited}",
+                error.errors,
+                error.attempts,
+                error.attempt_count,
+            ) from None

@@ -8,6 +8,7 @@ check is ``Tally.settle`` itself, not a copy of its rule.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import cast
 
 from redlock_async._engine import Command, Node, Tally, quorum_of
@@ -34,6 +35,7 @@ class _Group:
         self.need = quorum_of(n)
         self.node_timeout = 1.0
         self.watches: tuple[Restarts | None, ...] | None = None
+        self.on_error: Callable[[int, NodeError], None] | None = None
 
     def resend(self, tally: Tally, index: int, reply: NodeError) -> None:
         raise AssertionError("a plain command is never resent")

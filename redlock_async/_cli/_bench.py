@@ -2,7 +2,8 @@
 
 Concurrent tasks take and release distinct throwaway names for ``--duration``
 seconds (throughput, not contention); the report gives grants/s and p50/p99
-latencies. Exit 69 when no grant was had at all.
+latencies. Exit 69 when no grant was had at all. Ctrl-C stops the workers
+between grants (each taken is released) and exits 130.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 
 from .._address import redact_url
 from ._exit import EX_OK, EX_UNAVAILABLE, UsageError
-from ._nodes import redlock, urls
+from ._nodes import announce, redlock, urls
 from ._output import print_table, progress
 
 __all__ = ["bench", "percentile"]
@@ -31,13 +32,15 @@ async def bench(args: argparse.Namespace) -> int:
     release_ms: list[float] = []
     refused = 0
     failures: dict[str, int] = {}
+    announce(args)
+    stopping = False
     async with redlock(args) as nodes:
         deadline = time.perf_counter() + args.duration
 
         async def worker(index: int) -> None:
             nonlocal refused
             name = f"bench:{run_id}:{index}"  # distinct names: throughput, not contention
-            while time.perf_counter() < deadline:
+            while not stopping and time.perf_counter() < deadline:
                 lock = nodes.lock(name, ttl=args.ttl, auto_extend=False)
                 started = time.perf_counter()
                 ok = await lock.acquire(blocking=False)
@@ -58,10 +61,17 @@ async def bench(args: argparse.Namespace) -> int:
 
         started = time.perf_counter()
         tasks = [asyncio.ensure_future(worker(i)) for i in range(args.concurrency)]
-        with progress(args.duration, enabled=not args.json) as tick:
-            while not all(task.done() for task in tasks):
-                await asyncio.wait(tasks, timeout=0.1)
-                tick(time.perf_counter() - started, len(acquire_ms))
+        try:
+            with progress(args.duration, enabled=not args.json) as tick:
+                while not all(task.done() for task in tasks):
+                    await asyncio.wait(tasks, timeout=0.1)
+                    tick(time.perf_counter() - started, len(acquire_ms))
+        finally:
+            # On Ctrl-C too: the workers finish the grant in hand (released,
+            # nothing left on the nodes) and stop, before the Redlock closes
+            # under them - each would otherwise end in a traceback.
+            stopping = True
+            await asyncio.gather(*tasks, return_exceptions=True)
         await asyncio.gather(*tasks)
         elapsed = time.perf_counter() - started
     report = {
@@ -80,9 +90,17 @@ async def bench(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        rows = [[key, str(value)] for key, value in report.items()]
+        rows = [[key, _cell(value)] for key, value in report.items()]
         print_table("redlock-async bench", ["metric", "value"], rows)
     return EX_OK if report["grants"] else EX_UNAVAILABLE
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, list):
+        return ", ".join(map(str, value))
+    if isinstance(value, dict):
+        return ", ".join(f"{kind}: {count}" for kind, count in value.items()) or "none"
+    return str(value)
 
 
 def percentile(samples: Sequence[float], q: float) -> float:

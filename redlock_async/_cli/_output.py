@@ -11,20 +11,17 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TextIO
 
-from ._exit import EX_INTERRUPTED
-
-__all__ = ["error", "interrupted", "print_table", "progress"]
+__all__ = ["error", "note", "print_table", "progress"]
 
 
 def error(message: str) -> None:
     """Print ``redlock-async: MESSAGE`` on stderr."""
-    print(f"redlock-async: {message}", file=sys.stderr)
+    print(f"redlock-async: {message}", file=sys.stderr, flush=True)
 
 
-def interrupted() -> int:
-    """Say a Ctrl-C ended the command; the exit code to return for it."""
-    error("interrupted")
-    return EX_INTERRUPTED
+def note(message: str) -> None:
+    """Print ``redlock-async: MESSAGE`` on stderr: what the command is doing, not an error."""
+    print(f"redlock-async: {message}", file=sys.stderr, flush=True)
 
 
 @contextlib.contextmanager
@@ -61,9 +58,14 @@ def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]
     """``rows`` under ``headers`` on stdout: a rich table on a terminal, else aligned text."""
     if sys.stdout.isatty():
         with contextlib.suppress(ImportError):
+            from rich import box
             from rich.table import Table
 
-            table = Table(*headers, title=title)
+            # No vertical rules, and cells never cut: a node's URL or a
+            # fencing counter shown as "127.0.0…" says nothing.
+            table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
+            for header in headers:
+                table.add_column(header, no_wrap=True, overflow="fold")
             for row in rows:
                 table.add_row(*row)
             _console(sys.stdout).print(table)

@@ -3,7 +3,9 @@
 A small process supervisor: it waits for the lock, starts CMD with the lock's
 name (and fencing token) in its environment, passes signals on to it, and
 stops it when the lock is lost. Exit codes: CMD's own, else those in
-:mod:`._exit` (75 not had within ``--timeout``, 76 lost).
+:mod:`._exit` (75, or ``--conflict-exit-code``, not had within
+``--timeout``; 76 lost). ``--verbose`` says on stderr when it waits, has the
+lock and gives it back; stdout is CMD's alone.
 """
 
 from __future__ import annotations
@@ -14,14 +16,15 @@ import contextlib
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 
 from .._errors import LockLost, LockNotOwned, RedlockError, describe_errors
 from .._keys import check_name
 from .._lock import Lock
-from ._exit import EX_CANNOT_EXECUTE, EX_LOST, EX_NOT_FOUND, EX_TEMPFAIL, UsageError
-from ._nodes import redlock
-from ._output import error
+from ._exit import EX_CANNOT_EXECUTE, EX_LOST, EX_NOT_FOUND, UsageError
+from ._nodes import announce, redlock
+from ._output import error, note
 
 __all__ = ["FORWARDED", "run_command"]
 
@@ -37,11 +40,37 @@ def run_command(args: argparse.Namespace) -> int:
     """Check the arguments, then run CMD under the lock; the exit code."""
     cmd = list(args.cmd)
     if not cmd:
-        raise UsageError("run: no command given (usage: redlock-async run NAME -- CMD [ARG...])")
+        raise UsageError(
+            "run: no command given (usage: redlock-async run [OPTIONS] NAME [--] CMD [ARG...])"
+        )
     check_name(args.name)
     if args.ttl <= 0:
         raise UsageError("run: --ttl must be > 0")
+    announce(args)
     return int(asyncio.run(_run(args, cmd)))
+
+
+async def _acquire(lock: Lock, timeout: float | None, verbose: bool) -> bool:
+    """Take ``lock`` within ``timeout``; with ``verbose``, say so when it has to wait."""
+    started = time.monotonic()
+    # One attempt first, then the wait: the same attempts a single acquire()
+    # would make, with a moment in between to say that we wait, and why.
+    if await lock.acquire(blocking=False):
+        acquired = True
+    elif timeout == 0:
+        acquired = False
+    else:
+        if verbose:
+            failing = describe_errors(lock.errors)
+            why = f"failing: {failing}" if failing else "held elsewhere"
+            limit = "" if timeout is None else f" for up to {timeout:g}s"
+            note(f"waiting for lock {lock.name!r}{limit}… ({why})")
+        remaining = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
+        acquired = await lock.acquire(timeout=remaining)
+    if acquired and verbose:
+        fencing = "" if lock.fencing_token is None else f", fencing token {lock.fencing_token}"
+        note(f"acquired lock {lock.name!r} after {time.monotonic() - started:.1f}s{fencing}")
+    return acquired
 
 
 async def _run(args: argparse.Namespace, cmd: list[str]) -> int:
@@ -57,7 +86,7 @@ async def _run(args: argparse.Namespace, cmd: list[str]) -> int:
         # the nodes). Until CMD has started, a signal gives up cleanly
         # (nothing left on the nodes) and exits like the signal would have;
         # from then on it is passed on to CMD.
-        acquiring = asyncio.ensure_future(lock.acquire())
+        acquiring = asyncio.ensure_future(_acquire(lock, args.timeout, args.verbose))
         received: list[int] = []  # signals that came before CMD started
         cmd_process: list[asyncio.subprocess.Process] = []  # CMD, once started
         # Not on a terminal, CMD gets its own process group: every signal
@@ -83,14 +112,14 @@ async def _run(args: argparse.Namespace, cmd: list[str]) -> int:
                 acquired = False
             if received:
                 if acquired:  # the grant came with the signal: give it back
-                    await _release(lock)
+                    await _release(lock, args.verbose)
                 error(f"{signal.Signals(received[0]).name} while waiting for {args.name!r}")
                 return 128 + received[0]
             if not acquired:
                 waited = "one attempt" if args.timeout == 0 else f"{args.timeout}s"
                 why = describe_errors(lock.errors) or "the lock is held elsewhere"
                 error(f"lock {args.name!r} not acquired ({waited}): {why}")
-                return EX_TEMPFAIL
+                return int(args.conflict_exit_code)
 
             env = dict(os.environ)
             env["REDLOCK_LOCK_NAME"] = args.name
@@ -121,7 +150,9 @@ async def _run(args: argparse.Namespace, cmd: list[str]) -> int:
             lost.cancel()
         code = process.returncode
         assert code is not None
-        await _release(lock)
+        if args.verbose:
+            note(f"CMD exited with code {code}" if code >= 0 else f"CMD ended by signal {-code}")
+        await _release(lock, args.verbose)
         return code if code >= 0 else 128 - code  # killed by signal N: 128+N, like a shell
 
 
@@ -138,9 +169,11 @@ async def _lost_reason(lock: Lock) -> str:
     return f"lock {lock.name!r} was lost"
 
 
-async def _release(lock: Lock) -> None:
+async def _release(lock: Lock, verbose: bool) -> None:
     try:
         await lock.release()
+        if verbose:
+            note(f"released lock {lock.name!r}")
     except LockNotOwned as exc:  # expired or lost at the very end: CMD has finished
         error(f"release: {exc}")
     except Exception as exc:  # the lock expires by itself; CMD's code still counts

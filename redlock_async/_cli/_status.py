@@ -2,7 +2,8 @@
 
 Each node answers one script (lua/status.lua) over the keys
 :class:`~redlock_async._keys.KeyLayout` names; the summary counts votes
-against the library's quorum. Exit 69 when fewer than a quorum answered.
+against the library's quorum (:func:`judge`). Exit 0 held, 1 free, 69
+unknown (the nodes that did not answer could make a holder's quorum).
 """
 
 from __future__ import annotations
@@ -10,47 +11,117 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from .._address import parse_url, redact_url
+from .._adopt import verdict
 from .._engine import quorum_of
 from .._engine._build import owned_client
 from .._keys import KeyLayout, check_name, check_prefix
 from .._scripts import STATUS
-from ._exit import EX_OK, EX_UNAVAILABLE
-from ._nodes import urls as node_urls
+from ._exit import EX_FREE, EX_HELD, EX_UNKNOWN
+from ._nodes import announce
 from ._output import print_table
 
-__all__ = ["status"]
+__all__ = ["judge", "status"]
 
 
 async def status(args: argparse.Namespace) -> int:
-    """Print each node's view of ``args.name`` and the summary; the exit code."""
+    """Print each node's view of ``args.name`` and the verdict; the exit code (held/free/...)."""
     name = check_name(args.name)
-    urls = node_urls(args)
     check_prefix(args.prefix)
-    for url in urls:
-        parse_url(url)  # a ConfigurationError naming the (redacted) bad URL
+    urls = announce(args)  # a ConfigurationError naming the (redacted) bad URL
     layout = KeyLayout(args.prefix, name)
     timeout = max(args.node_timeout, 1.0)  # an operator's tool: patience over speed
     rows = await asyncio.gather(*(_node_row(url, layout, timeout) for url in urls))
-    quorum = quorum_of(len(urls))
-    answered = sum(1 for row in rows if "error" not in row)
-    summary = _summary(rows, quorum, answered)
+    verdict = judge(rows, quorum_of(len(urls)))
     if args.json:
-        report = {"name": name, "quorum": quorum, "answered": answered, "state": summary,
-                  "nodes": rows}  # fmt: skip
-        print(json.dumps(report, indent=2))
+        print(json.dumps({"name": name, **verdict, "nodes": rows}, indent=2))
     else:
-        _print(name, rows, quorum, summary)
-    return EX_OK if answered >= quorum else EX_UNAVAILABLE
+        _print(name, rows, verdict)
+    return _EXIT[verdict["state"]]
+
+
+_EXIT = {"held": EX_HELD, "free": EX_FREE, "unknown": EX_UNKNOWN}
+
+
+def judge(rows: Sequence[dict[str, Any]], quorum: int) -> dict[str, Any]:
+    """The verdict over all nodes' rows: state ``held``, ``free`` or ``unknown``, and the holder.
+
+    Held: one token (exclusive or writer), or live readers, on a quorum of
+    nodes. Unknown: not held, but the nodes that did not answer could make a
+    quorum with what the others show. Free: neither - leftovers of a failed
+    attempt on too few nodes expire by themselves and do not stop a grant.
+    """
+    answered = [row for row in rows if row["error"] is None]
+    silent = len(rows) - len(answered)
+    summary = ""
+    kind: str | None = None
+    token: str | None = None
+    ttls: list[int] = []
+    # Each kind judged as Redlock.locked() judges the exclusive lock (verdict).
+    states = []
+    for field, label in (("exclusive", "exclusive"), ("writer", "write"), ("readers", "read")):
+        if field == "readers":  # readers share: "some live reader" is the value
+            values: list[object] = [True if row[field] > 0 else None for row in answered]
+        else:
+            values = [row[field] for row in answered]
+        state, top = verdict(values, silent, quorum)
+        states.append(state)
+        if state == "held" and kind is None:
+            kind, summary = label, "read-locked" if label == "read" else f"held ({label})"
+            if field == "readers":
+                ttls = [row["readers_ttl_ms"] for row in answered if row[field] > 0]
+            else:
+                token = cast(str, top)
+                ttls = [row[field + "_ttl_ms"] for row in answered if row[field] == top]
+    if kind is not None:
+        state = "held"
+    else:
+        counts = [row for row in answered if row["exclusive"] or row["writer"] or row["readers"]]
+        if "unknown" in states:
+            state = "unknown"
+            summary = f"unknown (only {len(answered)} of {len(rows)} nodes answered)"
+        elif counts:
+            state = "free"
+            summary = "free, with leftovers on too few nodes (a failed attempt; they expire)"
+        else:
+            state, summary = "free", "free"
+    # The grant is valid while a quorum keeps its key: the quorum-th longest ttl.
+    ttl = sorted(ttls, reverse=True)[quorum - 1] if len(ttls) >= quorum else None
+    readers = sorted((row["readers"] for row in answered), reverse=True)
+    fences = [row["fencing_counter"] for row in answered if row["fencing_counter"] is not None]
+    return {
+        "state": state,
+        "kind": kind,
+        "summary": summary,
+        "token": token,
+        "ttl_ms": ttl,
+        "readers": readers[quorum - 1] if len(readers) >= quorum else 0,
+        # The exclusive lock's counter; a token it gave is the max over its quorum.
+        "fencing_counter": max(fences) if fences else None,
+        # Grants record only their token (docs/keys.md): who holds it is not on the nodes.
+        "holder": None,
+        "quorum": quorum,
+        "answered": len(answered),
+        "nodes_total": len(rows),
+    }
+
+
+_FIELDS = ("exclusive", "exclusive_ttl_ms", "writer", "writer_ttl_ms", "readers",
+           "readers_ttl_ms", "writer_waiting", "fencing_counter", "rw_fencing_counter",
+           "queued")  # fmt: skip
 
 
 async def _node_row(url: str, layout: KeyLayout, timeout: float) -> dict[str, Any]:
-    """One node's row: its view of the name, or ``error`` (one node's trouble is never a crash)."""
-    row: dict[str, Any] = {"node": redact_url(url)}
+    """One node's row: its view of the name, or ``error`` (one node's trouble is never a crash).
+
+    Every row has every key (None where a node did not answer), so a script
+    reads them all the same way.
+    """
+    row: dict[str, Any] = {"node": redact_url(url), "error": None, **dict.fromkeys(_FIELDS)}
     keys = (layout.lock, layout.writer, layout.readers, layout.writer_waiting,
             layout.fence, layout.rw_fence, layout.fair_queue, layout.rw_queue)  # fmt: skip
     # From the parsed address, not the URL: redis-py reads a raw "/" or
@@ -67,9 +138,9 @@ async def _node_row(url: str, layout: KeyLayout, timeout: float) -> dict[str, An
     finally:
         await client.aclose()
     row.update(
-        exclusive=_short(token),
+        exclusive=_full(token),
         exclusive_ttl_ms=ttl if token is not None else None,
-        writer=_short(wtoken),
+        writer=_full(wtoken),
         writer_ttl_ms=wttl if wtoken is not None else None,
         readers=int(count),
         readers_ttl_ms=int(longest) if count else None,
@@ -99,58 +170,44 @@ def _password_of(url: str) -> str | None:
         return None
 
 
-def _short(token: bytes | None) -> str | None:
+def _full(token: bytes | None) -> str | None:
+    return None if token is None else token.decode(errors="replace")
+
+
+def _short(token: str | None) -> str:
     if token is None:
-        return None
-    text = token.decode(errors="replace")
-    return text[:8] + "…" if len(text) > 8 else text
+        return "-"
+    return token[:8] + "…" if len(token) > 8 else token
 
 
-def _summary(rows: Sequence[dict[str, Any]], quorum: int, answered: int) -> str:
-    def count(pred: Callable[[dict[str, Any]], bool]) -> int:
-        return sum(1 for row in rows if "error" not in row and pred(row))
-
-    tokens = [row["exclusive"] for row in rows if row.get("exclusive")]
-    top = max(set(tokens), key=tokens.count) if tokens else None
-    if top is not None and tokens.count(top) >= quorum:
-        return f"held (exclusive) by {top}"
-    writers = [row["writer"] for row in rows if row.get("writer")]
-    wtop = max(set(writers), key=writers.count) if writers else None
-    if wtop is not None and writers.count(wtop) >= quorum:
-        return f"write-locked by {wtop}"
-    reading = count(lambda r: r["readers"] > 0)
-    if reading >= quorum:
-        return "read-locked"
-    if answered < quorum:
-        # The silent nodes could make up a quorum with a holder: nobody can say.
-        return f"unknown (only {answered} of {len(rows)} nodes answered)"
-    if tokens or writers or reading:
-        return "partly held (no quorum: an attempt in flight, or leftovers expiring)"
-    return "free"
+def _held(token: str | None, ttl_ms: int | None) -> str:
+    return "-" if token is None else f"{_short(token)} {ttl_ms / 1000 if ttl_ms else 0:.1f}s"
 
 
-def _seconds(ms: int | None) -> str:
-    return "-" if ms is None else f"{ms / 1000:.1f}s"
-
-
-def _print(name: str, rows: Sequence[dict[str, Any]], quorum: int, summary: str) -> None:
-    headers = ["node", "exclusive", "ttl", "writer", "ttl", "readers", "writer waiting",
-               "fence", "rw fence", "queued"]  # fmt: skip
+def _print(name: str, rows: Sequence[dict[str, Any]], verdict: dict[str, Any]) -> None:
+    # Token and ttl share a cell, and a waiting writer shows in the writer's:
+    # the table fits 120 columns with whole node URLs and fencing counters.
+    headers = ["node", "exclusive", "writer", "readers", "fence", "rw fence", "queued"]
     table: list[list[str]] = []
     for row in rows:
-        if "error" in row:
-            table.append([row["node"], "unreachable"] + ["-"] * 8)
+        if row["error"] is not None:
+            table.append([row["node"], "unreachable"] + ["-"] * 5)
             continue
+        writer = _held(row["writer"], row["writer_ttl_ms"])
+        if row["writer_waiting"]:
+            writer = "waiting" if writer == "-" else f"{writer}, waiting"
+        readers = row["readers"]
         table.append([
-            row["node"], row["exclusive"] or "-", _seconds(row["exclusive_ttl_ms"]),
-            row["writer"] or "-", _seconds(row["writer_ttl_ms"]),
-            f"{row['readers']} ({_seconds(row['readers_ttl_ms'])})" if row["readers"] else "0",
-            "yes" if row["writer_waiting"] else "no",
+            row["node"], _held(row["exclusive"], row["exclusive_ttl_ms"]), writer,
+            f"{readers} {row['readers_ttl_ms'] / 1000:.1f}s" if readers else "0",
             "-" if row["fencing_counter"] is None else str(row["fencing_counter"]),
             "-" if row["rw_fencing_counter"] is None else str(row["rw_fencing_counter"]),
             str(row["queued"]),
         ])  # fmt: skip
-    print_table(f"lock {name!r}: {summary} (quorum {quorum} of {len(rows)})", headers, table)
+    holder = verdict["token"]
+    summary = verdict["summary"] + (f" by {_short(holder)}" if holder else "")
+    title = f"lock {name!r}: {summary}; quorum {verdict['quorum']} of {len(rows)}"
+    print_table(title, headers, table)
     for row in rows:
-        if "error" in row:
+        if row["error"] is not None:
             print(f"{row['node']}: {row['error']}")

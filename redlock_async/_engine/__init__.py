@@ -4,7 +4,8 @@ The lock layer imports from here only. What it gets:
 
 - :class:`Engine` - ``fanout(command, after=, only=) -> Tally``, ``undo``,
   ``wake`` (``subscribe``), ``drain``, ``close``, the clock, tokens, rng;
-- :class:`Command` and :class:`Script` - what a fan-out runs;
+- :class:`Command` and :class:`Script` - what a fan-out runs (a
+  :class:`SplitCommand` also says how a Redis Cluster node runs it, a slot at a time);
 - :class:`Tally` and :func:`is_yes` - the votes of one fan-out;
 - :class:`Subscription` - a waiter's place in its lock's line on a wake
   channel (``active``: its turn to attempt; ``wait``, ``close``).
@@ -14,18 +15,30 @@ pipelined writes, the deadline queue) stays behind these names.
 """
 
 from ._engine import Engine, TokenPool
-from ._node import SERVER_ID, Command, Node, Reply, Script, Unsent, stall_limit
+from ._node import (
+    SERVER_ID,
+    Call,
+    Command,
+    Node,
+    Reply,
+    Script,
+    SplitCommand,
+    Unsent,
+    stall_limit,
+)
 from ._restarts import TtlLedger
 from ._tally import Tally, is_yes, quorum_of
 from ._wake import Subscription
 
 __all__ = [
     "SERVER_ID",
+    "Call",
     "Command",
     "Engine",
     "Node",
     "Reply",
     "Script",
+    "SplitCommand",
     "Subscription",
     "Tally",
     "TokenPool",

@@ -1,8 +1,10 @@
 """Which driver serves which node, and who the server behind it is.
 
 A URL becomes a lean ``RespNode`` (``redis://``, ``unix://``) or a
-``RedisPyNode`` over a client the library owns (``rediss://``); a redis-py
-client passed in becomes a ``RedisPyNode`` that ``aclose()`` leaves open.
+``RedisPyNode`` over a client the library owns (``rediss://``, or any URL
+with a parameter only redis-py reads, such as ``socket_keepalive``); a
+redis-py client passed in becomes a ``RedisPyNode`` that ``aclose()`` leaves
+open.
 """
 
 from __future__ import annotations
@@ -10,13 +12,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from redis.asyncio import Redis, RedisCluster
+from redis.asyncio import ConnectionPool, Redis, RedisCluster, SSLConnection
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import SentinelConnectionPool
 from redis.backoff import NoBackoff
 
 from .._address import Address, Endpoint, node_identity, parse_url, redact_url
 from .._config import RedlockConfig
 from .._errors import ConfigurationError
+from .._options import CONNECTION_CLASSES
 from ._node import Node
 from ._restarts import Restarts, TtlLedger
 from .redispy import RedisPyNode
@@ -37,7 +41,8 @@ NodeSpec = str | Redis | RedisCluster
 LEAN_NODE_TIMEOUT = 0.05
 """Default node_timeout when every node uses the lean driver (redis://, unix://)."""
 REDISPY_NODE_TIMEOUT = 0.25
-"""Default node_timeout when any node goes through redis-py (rediss://, clients):
+"""Default node_timeout when any node goes through redis-py (rediss://, URL
+parameters only redis-py reads, clients):
 it opens a pooled connection, with a handshake, per concurrent command; eight
 concurrent first acquires took 30-60 ms on a loaded two-core machine."""
 
@@ -46,33 +51,48 @@ def default_node_timeout(nodes: object) -> float:
     """node_timeout=None: the lean driver's default unless a node goes through redis-py."""
     if isinstance(nodes, Sequence) and not isinstance(nodes, str | bytes):
         for spec in nodes:
-            if not isinstance(spec, str) or redact_url(spec).startswith("rediss:"):
+            if not isinstance(spec, str) or not _lean(spec):
                 return REDISPY_NODE_TIMEOUT
     return LEAN_NODE_TIMEOUT
 
 
+def _lean(url: str) -> bool:
+    try:
+        return parse_url(url).lean
+    except ConfigurationError:
+        return True  # make_node raises it, with the node's place in the list
+
+
 def owned_client(address: Address, node_timeout: float) -> Redis:
-    """The redis-py client the library opens itself (for ``rediss://`` URLs).
+    """The redis-py client the library opens itself (``rediss://``, URL parameters).
 
     Built from the parsed address, not the URL: redis-py would read a raw
     "/", "?" or "#" in a password differently. Its retries are off: redis-py
     retries connection errors with exponential backoff by default, which
     turns a dead node into a timeout; the quorum layer retries by itself.
+    The URL's own parameters (``socket_timeout``…) win over these defaults.
     """
     where: dict[str, Any] = (
-        {"unix_socket_path": address.path}  # the CLI's status reads any URL
+        {"path": address.path}  # the CLI's status reads any URL
         if address.path is not None
-        else {"host": address.host or "localhost", "port": address.port, "ssl": address.tls}
+        else {"host": address.host or "localhost", "port": address.port}
     )
-    return Redis(
+    kind = "unix" if address.path is not None else "rediss" if address.tls else "redis"
+    kwargs: dict[str, Any] = {
+        "socket_timeout": node_timeout,
+        "socket_connect_timeout": node_timeout,
+        **dict(address.options),
+    }
+    pool = ConnectionPool(
+        connection_class=CONNECTION_CLASSES[kind],
         **where,
         db=address.db,
         username=address.username,
         password=address.password,
-        socket_timeout=node_timeout,
-        socket_connect_timeout=node_timeout,
         retry=Retry(NoBackoff(), 0),
+        **kwargs,
     )
+    return Redis.from_pool(pool)
 
 
 def make_node(
@@ -84,8 +104,9 @@ def make_node(
         address = parse_url(spec)
         identity = node_identity(address.host, address.port, address.path)
         restarts = Restarts(address.display, ttls, config.quarantine_grace)
-        if address.tls:
-            # TLS goes through redis-py; the lean driver speaks plain TCP and unix sockets.
+        if not address.lean:
+            # TLS and redis-py's parameters go through redis-py; the lean
+            # driver speaks plain TCP and unix sockets, with db and AUTH only.
             client = owned_client(address, timeout)
             node: Node = RedisPyNode(
                 client, name=address.display, node_timeout=timeout, owned=True, restarts=restarts
@@ -93,8 +114,15 @@ def make_node(
             return node, identity
         return RespNode(address, node_timeout=timeout, restarts=restarts), identity
     if isinstance(spec, Redis | RedisCluster):
+        pool = getattr(spec, "connection_pool", None)
+        if isinstance(pool, SentinelConnectionPool) and not pool.is_master:
+            raise ConfigurationError(
+                f"sentinel:{pool.service_name} is a replica client (slave_for): replicas "
+                "cannot hold locks; pass Sentinel(...).master_for(service) instead"
+            )
         name = _client_name(spec)
-        restarts = Restarts(name, ttls, config.quarantine_grace)
+        failover = isinstance(pool, SentinelConnectionPool)
+        restarts = Restarts(name, ttls, config.quarantine_grace, failover=failover)
         node = RedisPyNode(spec, name=name, node_timeout=timeout, owned=False, restarts=restarts)
         return node, _client_identity(spec)
     raise ConfigurationError(
@@ -113,14 +141,32 @@ def _client_identity(client: Redis | RedisCluster) -> frozenset[Endpoint]:
                 if isinstance(host, str) and isinstance(port, int):
                     found |= node_identity(host, port)
         return frozenset(found)
-    kwargs = client.connection_pool.connection_kwargs
+    pool = client.connection_pool
+    if isinstance(pool, SentinelConnectionPool):
+        # The master moves on failover: the service, as its Sentinels know it, is the server.
+        return frozenset(
+            ("sentinel", f"{pool.service_name}@{endpoint[1]}", endpoint[2])
+            for host, port in _sentinels(pool)
+            for endpoint in node_identity(host, port)
+        )
+    kwargs = pool.connection_kwargs
     path = kwargs.get("path")
     if isinstance(path, str) and path:
         return node_identity(None, path=path)
     host, port = kwargs.get("host"), kwargs.get("port", 6379)
     if not isinstance(host, str):
-        return frozenset()  # e.g. a Sentinel-managed pool: the server is not known yet
+        return frozenset()
     return node_identity(host, int(port))
+
+
+def _sentinels(pool: SentinelConnectionPool) -> list[tuple[str, int]]:
+    found = []
+    for sentinel in getattr(pool.sentinel_manager, "sentinels", ()):
+        kwargs = sentinel.connection_pool.connection_kwargs
+        host, port = kwargs.get("host"), kwargs.get("port", 26379)
+        if isinstance(host, str):
+            found.append((host, int(port)))
+    return found
 
 
 def _client_name(client: Redis | RedisCluster) -> str:
@@ -128,9 +174,15 @@ def _client_name(client: Redis | RedisCluster) -> str:
         nodes = client.get_nodes() or []
         first = nodes[0].name if nodes else "?"
         return f"cluster({first})#{id(client):x}"
-    kwargs = client.connection_pool.connection_kwargs
+    pool = client.connection_pool
+    if isinstance(pool, SentinelConnectionPool):
+        # Named by its service: the master's address changes with each failover.
+        db = pool.connection_kwargs.get("db", 0)
+        return f"sentinel:{pool.service_name}" + (f"/{db}" if db else "")
+    kwargs = pool.connection_kwargs
     if "path" in kwargs:
         where = f"unix://{kwargs['path']}"
     else:
-        where = f"redis://{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
+        scheme = "rediss" if issubclass(pool.connection_class, SSLConnection) else "redis"
+        where = f"{scheme}://{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
     return redact_url(f"{where}/{kwargs.get('db', 0)}") + f"#{id(client):x}"

@@ -17,7 +17,8 @@ from binascii import hexlify
 from collections.abc import Callable, Sequence
 
 from .._config import RedlockConfig
-from .._errors import RedlockError
+from .._errors import NodeError, RedlockError
+from .._observe import NODE, telemetry, warn
 from ._admission import LIMIT, Admission
 from ._node import Command, Node, Unsent
 from ._quorum import Quorum
@@ -94,6 +95,9 @@ class Engine:
         # settles and is cleaned up (cleanups still go out until closed).
         self.closing = False
         self.ttls = ttls or TtlLedger()  # the longest ttl granted: quarantine length
+        # Metrics and spans when opentelemetry-api is installed (None: off).
+        self.telemetry = telemetry(config.telemetry, config.telemetry_lock_names)
+        self._quorum.on_error = self._node_failed
         # Bounds the acquire attempts on the wire; the rest wait their turn.
         self._limit = min((node.concurrency for node in self.nodes), default=LIMIT)
         self.admission = Admission(self._limit)
@@ -101,6 +105,15 @@ class Engine:
         # child (the lock layer then drops the grants it held).
         self.on_rehome: list[Callable[[], None]] = []
         self._quorum.on_rehome = self._rehome
+
+    def _node_failed(self, index: int, error: NodeError) -> None:
+        """A node failed a command (or its vote timed out): a rate-limited warning
+        on ``redlock_async.node`` and, with telemetry, the ``redlock.node.errors`` counter."""
+        name = self.nodes[index].name
+        message = f"{name} failed a command: {type(error).__name__}: {error}"
+        warn(NODE, "failed", name, message, node=name, outcome=type(error).__name__)
+        if self.telemetry is not None:
+            self.telemetry.node_error(name, error)
 
     def check_open(self) -> None:
         if self.closing:  # set by close() too

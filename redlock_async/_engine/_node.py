@@ -25,7 +25,7 @@ Two drivers implement it:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Protocol
@@ -34,7 +34,18 @@ from .._errors import NodeError
 from ._restarts import Restarts
 from ._wake import WakeSource
 
-__all__ = ["Arg", "Command", "Node", "Reply", "Sink", "Unsent", "stall_limit", "unsent"]
+__all__ = [
+    "Arg",
+    "Call",
+    "Command",
+    "Node",
+    "Reply",
+    "Sink",
+    "SplitCommand",
+    "Unsent",
+    "stall_limit",
+    "unsent",
+]
 
 Reply = int | bytes | list[object] | None | NodeError
 Arg = bytes | str | int
@@ -114,6 +125,32 @@ class Command:
 
     def __repr__(self) -> str:
         return f"Command({self.script.name}, keys={list(self.keys)!r})"
+
+
+Call = Callable[[Script, Sequence[bytes], Sequence[Arg]], Awaitable[object]]
+"""Runs one script on a node (EVALSHA, EVAL on NOSCRIPT) and returns its raw reply."""
+
+
+class SplitCommand(Command):
+    """A command over keys of several hash slots (a multilock's), with a plan B.
+
+    A node that refuses a script over keys of several slots (a Redis Cluster:
+    ``Node.cross_slot`` is False) runs ``split`` instead, given its own
+    :data:`Call`: a sequence of single-slot script calls, whose result is the
+    command's reply. Nodes that accept any keys run the script as usual.
+    """
+
+    __slots__ = ("split",)
+
+    def __init__(
+        self,
+        script: Script,
+        keys: Sequence[bytes],
+        args: Sequence[Arg],
+        split: Callable[[Call], Awaitable[object]],
+    ) -> None:
+        super().__init__(script, keys, args)
+        self.split = split
 
 
 class Sink(Protocol):

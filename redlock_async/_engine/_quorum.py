@@ -46,6 +46,7 @@ class Quorum:
         self.n = len(self.nodes)
         self.need = quorum_of(self.n)
         self.node_timeout = node_timeout
+        self.on_error: Callable[[int, NodeError], None] | None = None  # see Group.on_error
         watches = tuple(node.restarts for node in self.nodes)
         self.watches = None if all(w is None for w in watches) else watches
         for index, node in enumerate(self.nodes):

@@ -21,7 +21,7 @@ from ._tally import Tally
 
 __all__ = ["RESEND_FIRST", "RESEND_MAX", "Resend", "Resending", "failed_with_connection", "resend"]
 
-_log = logging.getLogger("redlock_async")
+_log = logging.getLogger("redlock_async.node")
 
 
 class Resending(Protocol):

@@ -35,7 +35,7 @@ __all__ = ["Restarts", "TtlLedger"]
 
 _Reply = TypeVar("_Reply")
 
-_log = logging.getLogger("redlock_async")
+_log = logging.getLogger("redlock_async.node")
 _RUN_ID = re.compile(rb"run_id:([0-9a-f]+)")
 _UPTIME = re.compile(rb"uptime_in_seconds:(\d+)")
 
@@ -71,10 +71,19 @@ class TtlLedger:
 class Restarts:
     """Restart detection and quarantine for one node."""
 
-    __slots__ = ("_blind", "_cause", "_grace", "_ledger", "_name", "_quarantine", "run_id", "until")
+    __slots__ = (
+        "_blind", "_cause", "_failover", "_grace", "_ledger", "_name", "_quarantine", "run_id",
+        "until",
+    )  # fmt: skip
 
-    def __init__(self, name: str, ledger: TtlLedger, grace: float | None) -> None:
+    def __init__(
+        self, name: str, ledger: TtlLedger, grace: float | None, *, failover: bool = False
+    ) -> None:
+        """``failover``: the node's address may move to another, long-running
+        server (a Sentinel-managed primary): its uptime then says nothing of
+        when it lost data, so a new run_id is quarantined for the full span."""
         self._name = name
+        self._failover = failover
         self._ledger = ledger
         self._grace = grace
         self.run_id: bytes | None = None
@@ -126,9 +135,13 @@ class Restarts:
         up_at_least = max(0.0, uptime - UPTIME_RESOLUTION)
         if seen is not None and seen != run_id:
             # Back since `up_at_least` seconds at the least; grants it may
-            # have forgotten last at most the longest ttl from then.
-            span = max(self._ledger.longest, MIN_QUARANTINE) - up_at_least
-            why = "restarted"
+            # have forgotten last at most the longest ttl from then. A
+            # promoted replica may have been up for long, yet lack the old
+            # primary's last grants: the span runs from now.
+            span = max(self._ledger.longest, MIN_QUARANTINE) - (
+                0.0 if self._failover else up_at_least
+            )
+            why = "failed over" if self._failover else "restarted"
         elif self._grace is not None and up_at_least < self._grace:
             span = self._grace - up_at_least
             why = f"up for only {uptime:.0f}s (strict mode)"

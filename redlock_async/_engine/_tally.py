@@ -42,6 +42,8 @@ class Group(Protocol):
     node_timeout: float
     watches: tuple[Restarts | None, ...] | None
     """Each node's restart watch (None: no node has one)."""
+    on_error: Callable[[int, NodeError], None] | None
+    """Told of each node failure (index, error): logs and metrics. None: nobody."""
 
     def resend(self, tally: Tally, index: int, reply: NodeError) -> None:
         """Node ``index`` failed ``tally``'s command: send it again if that may help."""
@@ -154,8 +156,12 @@ class Tally:
         else:
             if not isinstance(reply, NodeError):
                 self.no += 1  # a refusal (failures are counted from replies)
-            elif self.resend_until and self.command is not None:
-                self.group.resend(self, index, reply)
+            else:
+                if self.resend_until and self.command is not None:
+                    self.group.resend(self, index, reply)
+                on_error = self.group.on_error
+                if on_error is not None and reply is not SKIPPED:
+                    on_error(index, reply)
             self._no_short -= 1
             if not self._no_short and not self.decided.done():
                 self.decided.set_result(False)
@@ -216,6 +222,9 @@ class Tally:
             due = float("-inf") if force else node.silent_since() + limit
             if due <= now:
                 silent[index] = True
+                on_error = self.group.on_error
+                if on_error is not None and not force:
+                    on_error(index, self._timed_out(node))
             else:
                 waiting += 1
                 if again is None or due < again:
@@ -240,6 +249,11 @@ class Tally:
             self._waiters = {}
         self._waiters.setdefault(index, []).append(then)
 
+    def _timed_out(self, node: Node) -> NodeTimeoutError:
+        return NodeTimeoutError(
+            f"{node.name}: no reply within node_timeout={self.group.node_timeout}s"
+        )
+
     def answering(self) -> list[int]:
         """The nodes whose vote is still pending and has not timed out."""
         if self.expired or not self.missing:
@@ -261,9 +275,7 @@ class Tally:
         result: dict[str, NodeError] = {}
         for i, (node, reply) in enumerate(zip(self.nodes, self.replies, strict=True)):
             if reply is PENDING and (self.expired or (self.silent is not None and self.silent[i])):
-                result[node.name] = NodeTimeoutError(
-                    f"{node.name}: no reply within node_timeout={self.group.node_timeout}s"
-                )
+                result[node.name] = self._timed_out(node)
             elif isinstance(reply, NodeError) and reply is not SKIPPED:
                 result[node.name] = reply
         return result

@@ -11,7 +11,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -50,15 +50,22 @@ def ping(port: int, timeout: float = 0.2) -> bool:
         return False
 
 
-def _served_by(port: int, timeout: float = 0.2) -> int | None:
+def _plain(port: int, timeout: float = 0.2) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port), timeout=timeout)
+
+
+def _served_by(
+    port: int, timeout: float = 0.2, opener: Callable[[int, float], socket.socket] = _plain
+) -> int | None:
     """The pid of the Redis answering on ``port`` (from INFO), 0 if it will not
     say (an error such as NOAUTH), None if nothing answers.
 
     A PONG alone is not enough: if another process won the race for the port,
     it would answer for a server of ours that failed to bind and exited.
+    ``opener`` opens the connection (a TLS server's wraps it).
     """
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        with opener(port, timeout) as sock:
             sock.sendall(b"INFO server\r\n")
             data = b""
             while (found := re.search(rb"process_id:(\d+)\r\n", data)) is None:
@@ -170,7 +177,7 @@ class RedisServer:
             self.port = free_port()
         args = [
             binary,
-            "--port", str(self.port),
+            *self._listen_args(),
             "--bind", "127.0.0.1",
             "--save", "",
             "--appendonly", "no",
@@ -185,6 +192,14 @@ class RedisServer:
             args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
         )
 
+    def _listen_args(self) -> list[str]:
+        """Where it listens: ``--port``. A TLS server (``testing._tls``) listens elsewhere."""
+        return ["--port", str(self.port)]
+
+    def _open(self, port: int, timeout: float) -> socket.socket:
+        """The harness's own connection (readiness, shutdown): plain TCP here."""
+        return _plain(port, timeout)
+
     def wait_ready(self, timeout: float = 10.0, *, keep_port: bool = False) -> None:
         """Wait until this server (not some other process) answers on its port.
 
@@ -198,7 +213,7 @@ class RedisServer:
             proc = self._proc
             if proc is None:
                 raise RuntimeError("wait_ready() before launch()")
-            served_by = _served_by(self.port)
+            served_by = _served_by(self.port, opener=self._open)
             # 0: a password-protected Redis answered; trust it while ours is alive.
             if served_by == proc.pid or (served_by == 0 and proc.poll() is None):
                 return
@@ -263,7 +278,8 @@ class RedisServer:
         if proc is not None and proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(proc.pid, signal.SIGCONT)  # a paused server can neither answer nor exit
-            if _served_by(self.port) == proc.pid:  # not if it will not say (a password)
+            # Not if it will not say who it is (a password).
+            if _served_by(self.port, opener=self._open) == proc.pid:
                 self._send(b"SHUTDOWN NOSAVE\r\n")
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=1.0)
@@ -282,7 +298,7 @@ class RedisServer:
         """Send one command and wait for the connection to end (or the reply)."""
         with (
             contextlib.suppress(OSError),
-            socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock,
+            self._open(self.port, 0.5) as sock,
         ):
             sock.sendall(command)
             sock.recv(64)

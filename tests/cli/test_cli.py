@@ -7,10 +7,12 @@ import json
 import os
 import signal
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 
+import redlock_async
 from redlock_async import Redlock
 from redlock_async.testing import RedisNodes
 
@@ -183,26 +185,36 @@ async def test_bad_and_unreachable_urls_are_one_line_errors_without_passwords() 
     )
     assert code == 69  # fewer than a quorum answered
     assert "hunter2" not in out + err
-    assert "error" in json.loads(out)["nodes"][0]
-    assert json.loads(out)["state"].startswith("unknown (only 0 of 1 nodes answered")
+    assert json.loads(out)["nodes"][0]["error"] is not None
+    assert json.loads(out)["state"] == "unknown"
+    assert json.loads(out)["summary"].startswith("unknown (only 0 of 1 nodes answered")
 
 
 async def test_status_shows_the_holder_per_node(redis_nodes: RedisNodes) -> None:
     async with Redlock(redis_nodes.urls) as redlock:
         async with redlock.lock("job", ttl=30.0, fencing=True) as lock:
-            code, out, _ = await finish(await cli("status", *urls(redis_nodes), "job", "--json"))
-            assert code == 0
+            code, out, err = await finish(await cli("status", *urls(redis_nodes), "job", "--json"))
+            assert code == 0  # held
             report = json.loads(out)
             stored = redis_nodes[0].client().get(KEY)
             assert isinstance(stored, bytes)
             token = stored.decode()
-            assert report["quorum"] == 2
-            assert report["answered"] == 3
-            assert report["state"] == f"held (exclusive) by {token[:8]}…"
-            for row in report["nodes"]:
-                assert row["exclusive"] == f"{token[:8]}…"
+            assert report["state"] == "held"
+            assert report["kind"] == "exclusive"
+            assert report["token"] == token  # whole, for scripts
+            assert 0 < report["ttl_ms"] <= 30_000
+            assert report["fencing_counter"] == lock.fencing_token
+            assert report["holder"] is None  # grants record only their token
+            assert (report["quorum"], report["answered"], report["nodes_total"]) == (2, 3, 3)
+            for node, row in zip(redis_nodes, report["nodes"], strict=True):
+                assert row["node"] == node.url
+                assert row["error"] is None
+                assert row["exclusive"] == token
                 assert 0 < row["exclusive_ttl_ms"] <= 30_000
                 assert row["fencing_counter"] == lock.fencing_token
+            assert err.splitlines()[0] == "redlock-async: 3 nodes (from --url): " + ", ".join(
+                redis_nodes.urls
+            )
             code, out, _ = await finish(await cli("status", *urls(redis_nodes), "job"))
             assert code == 0
             assert "held (exclusive)" in out
@@ -210,12 +222,31 @@ async def test_status_shows_the_holder_per_node(redis_nodes: RedisNodes) -> None
             assert token not in out
         rw = redlock.rwlock("job")
         async with rw.read(ttl=30.0), rw.read(ttl=30.0):
-            _, out, _ = await finish(await cli("status", *urls(redis_nodes), "job", "--json"))
+            code, out, _ = await finish(await cli("status", *urls(redis_nodes), "job", "--json"))
             report = json.loads(out)
-            assert report["state"] == "read-locked"
+            assert (code, report["state"], report["kind"]) == (0, "held", "read")
+            assert report["readers"] == 2
             assert [row["readers"] for row in report["nodes"]] == [2, 2, 2]
-    _, out, _ = await finish(await cli("status", *urls(redis_nodes), "job", "--json"))
-    assert json.loads(out)["state"] == "free"
+    code, out, _ = await finish(await cli("status", *urls(redis_nodes), "job", "--json"))
+    assert (code, json.loads(out)["state"]) == (1, "free")
+    code, out, _ = await finish(await cli("status", *urls(redis_nodes), "job"))
+    assert code == 1
+    assert "lock 'job': free" in out
+
+
+async def test_status_is_unknown_when_the_silent_nodes_could_hold_it(
+    redis_nodes: RedisNodes,
+) -> None:
+    redis_nodes[1].kill()
+    redis_nodes[2].kill()
+    code, out, _ = await finish(await cli("status", *urls(redis_nodes), "job", "--json"))
+    report = json.loads(out)
+    assert (code, report["state"], report["answered"]) == (69, "unknown", 1)
+    assert [row["error"] is None for row in report["nodes"]] == [True, False, False]
+    assert report["nodes"][1]["exclusive"] is None  # every row has every key
+    code, out, _ = await finish(await cli("status", *urls(redis_nodes), "job"))
+    assert code == 69
+    assert "unknown (only 1 of 3 nodes answered)" in out
 
 
 async def test_bench_reports_its_figures(redis_nodes: RedisNodes) -> None:
@@ -293,3 +324,47 @@ async def test_status_with_a_raw_special_password_neither_crashes_nor_quotes_it(
     assert "Traceback" not in err
     assert "hunt" not in out + err
     assert "er?2x" not in out + err
+
+
+async def test_everything_after_name_is_the_command(redis_nodes: RedisNodes) -> None:
+    show = 'echo "$0|$*|$REDLOCK_LOCK_NAME"'
+    for argv in (
+        ["run", *urls(redis_nodes), "job", "sh", "-c", show, "-x", "--ttl", "1"],
+        ["run", "--ttl", "5", *urls(redis_nodes), "job", "sh", "-c", show, "-x", "--ttl", "1"],
+        ["run", "job", "--ttl", "5", *urls(redis_nodes), "--", "sh", "-c", show, "-x", "--ttl",
+         "1"],
+    ):  # fmt: skip
+        code, out, err = await finish(await cli(*argv))
+        assert (code, out) == (0, "-x|--ttl 1|job\n"), err
+    code, _, err = await finish(await cli("run", *urls(redis_nodes), "job", "ls", "-la"))
+    assert code == 0, err
+    assert all(node.client().get(KEY) is None for node in redis_nodes)
+
+
+async def test_conflict_exit_code_and_verbose(redis_nodes: RedisNodes) -> None:
+    async with Redlock(redis_nodes.urls) as redlock:
+        async with redlock.lock("job", ttl=30.0):
+            code, out, err = await finish(
+                await cli("run", *urls(redis_nodes), "--conflict-exit-code", "9",
+                          "--timeout", "0", "job", "echo", "ran")
+            )  # fmt: skip
+            assert (code, out) == (9, "")
+            assert "not acquired (one attempt)" in err
+            waiter = await cli("run", "-v", *urls(redis_nodes), "job", "echo", "ran")
+            assert waiter.stderr is not None
+            lines = [(await asyncio.wait_for(waiter.stderr.readline(), 60)).decode()
+                     for _ in range(2)]  # fmt: skip
+            assert lines[0].startswith("redlock-async: 3 nodes (from --url)")
+            assert lines[1] == "redlock-async: waiting for lock 'job'… (held elsewhere)\n"
+        code, out, err = await finish(waiter)  # the lock was released: it ran
+        assert (code, out) == (0, "ran\n")  # stdout is CMD's alone
+        said = err.splitlines()
+        assert said[0].startswith("redlock-async: acquired lock 'job' after ")
+        assert said[1:] == ["redlock-async: CMD exited with code 0",
+                            "redlock-async: released lock 'job'"]  # fmt: skip
+
+
+async def test_version() -> None:
+    code, out, _ = await finish(await cli("--version"))
+    assert (code, out) == (0, f"redlock-async {metadata.version('redlock-async')}\n")
+    assert metadata.version("redlock-async") == redlock_async.__version__

@@ -53,7 +53,7 @@ ACL_ARGS = ("--user", ACL_USER[0], "on", f">{ACL_USER[1]}", "~*", "&*", "+@all",
 @dataclass(frozen=True)
 class Schedule:
     name: str
-    workload: str  # counter | fenced | rw | renew | semaphore
+    workload: str  # counter | fenced | rw | renew | multi | semaphore
     duration: float = 8.0
     faults: tuple[Fault, ...] = ()
     workers: int = 3

@@ -66,6 +66,10 @@ def _watch_tokens(redlock: Redlock) -> Redlock:
     return redlock
 
 
+MULTI_NAMES = ["a", "b", "c", "d"]
+"""The names of the ``multi`` workload: sets of 1-3 of them overlap often."""
+
+
 def _token(lock: Lock) -> str:
     grant = lock._grant
     return grant.token.decode() if grant is not None else ""
@@ -224,6 +228,45 @@ async def run(config: dict[str, Any]) -> None:
                 await lock.release()
             except (RedlockError, LockLost) as exc:
                 record("fail", "release", key=key, token=token, detail=type(exc).__name__)
+
+    async def multi_grant() -> None:
+        # Overlapping sets of names, each named in a shuffled order; a set of
+        # one is a plain lock. Each name is recorded as a grant of its own
+        # (one token), so mutual exclusion is checked per name, across
+        # multilocks and plain locks alike.
+        names = rng.sample(MULTI_NAMES, rng.choice((1, 2, 2, 3)))
+        lock = (
+            redlock.multilock(names, ttl=ttl, auto_extend=False)
+            if len(names) > 1
+            else redlock.lock(names[0], ttl=ttl, auto_extend=False)
+        )
+        for name in names:
+            record("invoke", "acquire", key=name)
+        try:
+            ok = await lock.acquire(timeout=config.get("acquire_timeout", 1.0))
+        except RedlockError as exc:
+            ok, detail = False, str(exc)[:200]
+        else:
+            detail = "timeout"
+        if not ok:
+            for name in names:
+                record("fail", "acquire", key=name, detail=detail)
+            return
+        token = _token(lock)
+        claim = time.monotonic() + lock.valid_for
+        for name in names:
+            record("ok", "acquire", key=name, token=token, valid_until=claim)
+        holding.add(token)
+        try:
+            await asyncio.sleep(min(rng.uniform(hold_min, hold_max), lock.valid_for))
+        finally:
+            holding.discard(token)
+            for name in names:
+                record("release", "acquire", key=name, token=token)
+            try:
+                await lock.release()
+            except (RedlockError, LockLost) as exc:
+                record("fail", "release", key=names[0], token=token, detail=type(exc).__name__)
 
     async def renewed_hold(lock: Lock, token: str) -> None:
         # Long holds, renewed in the background: the nemesis takes the majority
@@ -404,7 +447,10 @@ async def run(config: dict[str, Any]) -> None:
 
     async def loop(index: int) -> None:
         while time.monotonic() < deadline:
-            await (chaos_grant() if chaotic else one_grant(index))
+            if workload == "multi":
+                await multi_grant()
+            else:
+                await (chaos_grant() if chaotic else one_grant(index))
             await asyncio.sleep(rng.uniform(0, config.get("think", 0.01)))
 
     async def blocker() -> None:

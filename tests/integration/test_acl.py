@@ -15,7 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from redlock_async import NodeConnectionError, NodeError, NodeResponseError
+from redlock_async import (
+    LockNotAcquired,
+    NodeConnectionError,
+    NodeError,
+    NodeResponseError,
+    Redlock,
+)
 from redlock_async._engine._tally import PENDING
 from redlock_async.testing import AclUser, RedisNode, RedisNodes
 
@@ -106,6 +112,44 @@ async def test_the_documented_least_privilege_user_runs_every_path(
     counters = [int(node.client().get(b"redlock:{fenced}:fence") or 0) for node in redis_nodes]
     assert sum(counter >= token for counter in counters) >= 2  # written back to a quorum
     assert "restart detection" not in caplog.text
+    for node in redis_nodes:
+        assert refusals(node) == [], node
+
+
+@pytest.mark.redis_nodes(3, acl_user=LEAST)
+async def test_the_documented_least_privilege_user_renews_and_sees_restarts(
+    make_redlock: MakeRedlock, redis_nodes: RedisNodes, caplog: pytest.LogCaptureFixture
+) -> None:
+    n1 = redis_nodes[0]
+    redlock = make_redlock()
+    with caplog.at_level(logging.WARNING, logger="redlock_async"):
+        # Background renewal (extend_many.lua, rw_read_extend.lua) of each kind of grant.
+        exclusive = redlock.lock("renewed", ttl=0.5)
+        reader = redlock.rwlock("read-renewed").read(ttl=0.5)
+        writer = redlock.rwlock("write-renewed").write(ttl=0.5, fencing=True)
+        for lock in (exclusive, reader, writer):
+            assert await lock.acquire(timeout=10.0)
+        await asyncio.sleep(1.5)  # three ttls: still held only if renewed
+        assert all(lock.held for lock in (exclusive, reader, writer))
+        for lock in (exclusive, reader, writer):
+            await lock.release()
+        assert "restart detection" not in caplog.text  # INFO answered
+
+        # Restart detection: a node back empty is seen (INFO's run_id) and quarantined.
+        n1.restart()
+        seen = False
+        for _ in range(200):
+            lock = redlock.lock("job", ttl=1.0, auto_extend=False)
+            if await lock.acquire(blocking=False):
+                await lock.release()
+            seen = any(
+                "restarted" in r.getMessage() and f":{n1.port}/" in r.getMessage()
+                for r in caplog.records
+            )
+            if seen:
+                break
+            await asyncio.sleep(0.05)
+        assert seen, caplog.text
     for node in redis_nodes:
         assert refusals(node) == [], node
 
@@ -217,3 +261,40 @@ async def test_a_blind_minority_costs_only_its_own_votes(
                 break
         await asyncio.sleep(0.05)
     assert counted
+
+
+WRONG = AclUser("redlock", "wrong-secret-pw")
+
+
+@pytest.mark.parametrize("query", ["", "?socket_keepalive=true"], ids=["lean", "redis-py-url"])
+@pytest.mark.redis_nodes(3, acl_user=LEAST)
+async def test_a_refused_login_names_the_node_never_the_password(
+    query: str, redis_nodes: RedisNodes, caplog: pytest.LogCaptureFixture
+) -> None:
+    urls = [WRONG.url(node.port) + query for node in redis_nodes]
+    shown: list[str] = []
+    with caplog.at_level(logging.DEBUG, logger="redlock_async"):
+        async with Redlock(urls) as redlock:
+            shown += [repr(redlock), *redlock.nodes]
+            # redis-py refuses the node; the lean driver warns and carries on
+            # as the server's open default user (the harness keeps it open).
+            lock = redlock.lock("job", ttl=5.0, auto_extend=False)
+            if await lock.acquire(blocking=False):
+                await lock.release()
+            shown += [repr(lock), *lock.errors, *map(str, lock.errors.values())]
+            try:
+                async with redlock.lock("job", ttl=5.0, timeout=0.3):
+                    pass
+            except LockNotAcquired as exc:
+                shown += [str(exc), repr(exc)]
+    assert all(f"redis://***@127.0.0.1:{node.port}/0" in shown for node in redis_nodes)
+    assert "invalid username-password pair" in "\n".join(shown) + caplog.text  # it was refused
+    args = [arg for url in urls for arg in ("--url", url)]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "redlock_async", "status", "job", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=dict(os.environ),
+    )  # fmt: skip
+    out, _ = await process.communicate()
+    shown += [out.decode(), caplog.text]
+    assert "***@127.0.0.1" in out.decode()
+    assert WRONG.password not in "\n".join(shown)

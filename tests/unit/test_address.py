@@ -14,8 +14,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from redlock_async import ConfigurationError, Redlock
-from redlock_async._address import _OPTION_NAMES, _QUERY_KEYS, redact_url
+from redlock_async._address import _QUERY_KEYS, redact_url
 from redlock_async._cli import main as cli_main
+from redlock_async._options import OPTION_NAMES
 
 HOST = "10.9.8.7:7000"
 OTHERS = ["redis://10.9.8.1:7000/0", "redis://10.9.8.2:7000/0"]
@@ -81,7 +82,7 @@ def _assert_hidden(secret: str, url: str, placeholder_url: str) -> None:
     baseline = "\n".join(_shown(placeholder_url))
     # So is a secret that spells a URL parameter the library knows: in
     # "?username" it is that parameter's name, which may be shown.
-    if secret in _QUERY_KEYS or secret in _OPTION_NAMES:
+    if secret in _QUERY_KEYS or secret in OPTION_NAMES:
         return
     for form in {secret, quote(secret, safe=""), quote(secret)}:
         assert form not in shown or form in baseline, (url, shown)
@@ -218,3 +219,109 @@ def test_distinct_servers_are_accepted() -> None:
     assert node_identity("127.0.0.1", 1) == node_identity("localhost", 1) & {
         ("tcp", "127.0.0.1", 1)
     }
+
+
+# -- C: redis-py's URL parameters ---------------------------------------------
+
+# A valid value for each parameter redis-py's URL parser casts by itself.
+_CAST_VALUES = {
+    "db": "2",
+    "socket_timeout": "1.5",
+    "socket_connect_timeout": "0.5",
+    "socket_read_size": "65536",
+    "socket_keepalive": "yes",
+    "retry_on_timeout": "no",
+    "max_connections": "7",
+    "health_check_interval": "3",
+    "ssl_check_hostname": "false",
+    "ssl_include_verify_flags": "VERIFY_X509_STRICT",
+    "ssl_exclude_verify_flags": "VERIFY_X509_PARTIAL_CHAIN",
+    "ssl_min_version": "771",
+    "protocol": "3",
+    "legacy_responses": "true",
+}
+
+
+def _node(url: str) -> object:
+    from redlock_async._config import RedlockConfig
+    from redlock_async._engine import TtlLedger
+    from redlock_async._engine._build import make_node
+
+    return make_node(url, RedlockConfig(), TtlLedger())[0]
+
+
+def test_every_parameter_redis_py_casts_is_accepted_and_cast_the_same_way() -> None:
+    from redis.asyncio.connection import URL_QUERY_ARGUMENT_PARSERS
+    from redis.asyncio.connection import parse_url as redis_parse_url
+
+    from redlock_async._address import parse_url
+
+    # A new one is tested here too; "timeout" is for blocking pools: Redis.from_url refuses it.
+    assert set(_CAST_VALUES) == set(URL_QUERY_ARGUMENT_PARSERS) - {"timeout"}
+    for key, value in _CAST_VALUES.items():
+        url = f"rediss://u:pw@10.9.8.7:7000/0?{key}={value}"
+        address = parse_url(url)
+        expected = redis_parse_url(url)
+        if key == "db":
+            assert address.db == expected["db"]
+        else:
+            assert dict(address.options) == {key: expected[key]}  # type: ignore[literal-required]
+        assert address.display.startswith("rediss://***@10.9.8.7:7000/0")
+
+
+def test_tls_files_and_client_certificates_reach_the_redis_py_client() -> None:
+    from redlock_async._engine.redispy import RedisPyNode
+
+    url = (
+        "rediss://redlock:pw@10.9.8.7:7000/1?ssl_ca_certs=/etc/ca.pem&ssl_cert_reqs=required"
+        "&ssl_certfile=/etc/client.pem&ssl_keyfile=/etc/client.key&ssl_password=keypw"
+    )
+    node = _node(url)
+    assert isinstance(node, RedisPyNode)
+    assert isinstance(node._client, redis.asyncio.Redis)
+    kwargs = node._client.connection_pool.connection_kwargs
+    assert kwargs["ssl_ca_certs"] == "/etc/ca.pem"
+    assert kwargs["ssl_certfile"] == "/etc/client.pem"
+    assert kwargs["ssl_keyfile"] == "/etc/client.key"
+    assert (kwargs["password"], kwargs["ssl_password"], kwargs["db"]) == ("pw", "keypw", 1)
+    assert node.name == "rediss://***@10.9.8.7:7000/1"
+    assert "keypw" not in repr(node) + repr(Redlock([url, *OTHERS]))
+
+
+def test_a_parameter_the_lean_driver_cannot_honour_routes_the_node_through_redis_py() -> None:
+    from redlock_async._engine.redispy import RedisPyNode
+    from redlock_async._engine.resp import RespNode
+
+    assert isinstance(_node("redis://10.9.8.7:7000/0?db=1&password=x"), RespNode)
+    assert isinstance(_node("unix:///tmp/r.sock?db=1"), RespNode)
+    node = _node("redis://10.9.8.7:7000/0?socket_keepalive=true&client_name=worker")
+    assert isinstance(node, RedisPyNode)
+    assert isinstance(node._client, redis.asyncio.Redis)
+    kwargs = node._client.connection_pool.connection_kwargs
+    assert (kwargs["socket_keepalive"], kwargs["client_name"]) == (True, "worker")
+    assert isinstance(_node("unix:///tmp/r.sock?client_name=worker"), RedisPyNode)
+    # And the default node_timeout is redis-py's, as for rediss://.
+    plain = Redlock(["redis://10.9.8.1:7000/0", "redis://10.9.8.2:7000/0"])
+    mixed = Redlock(["redis://10.9.8.1:7000/0?socket_keepalive=1", "redis://10.9.8.2:7000/0"])
+    assert plain.config.node_timeout < mixed.config.node_timeout
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("redis://:hunter2@10.9.8.7/0?ssl_ca_certs=/ca.pem", "TLS parameter(s) without TLS"),
+        ("rediss://:hunter2@10.9.8.7/0?ssl_cert_reqs=hunter2", "Certificate Requirements"),
+        ("rediss://:hunter2@10.9.8.7/0?socket_timeout=soon", "'socket_timeout'"),
+        ("rediss://:hunter2@10.9.8.7/0?retry=3", "unsupported parameter(s): retry"),
+        ("rediss://:hunter2@10.9.8.7/0?timeout=3", "unsupported parameter(s): timeout"),
+        ("rediss://:hunter2@10.9.8.7/0?hunter2=1", "unsupported parameter(s): 1 not shown"),
+        ("redis://:hunter2@10.9.8.7/0?socket_timeout=1&bogus=2", "1 not shown"),
+    ],
+)
+def test_a_bad_parameter_is_a_clear_error_without_the_password(url: str, says: str) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        Redlock([url, *OTHERS])
+    message = str(info.value)
+    assert says in message
+    assert "10.9.8.7" in message
+    assert "hunter2" not in message

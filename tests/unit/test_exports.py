@@ -14,6 +14,7 @@ def test_export_list_is_pinned() -> None:
         "LockNotAcquired",
         "LockNotOwned",
         "LockOptions",
+        "MultiLock",
         "NodeConnectionError",
         "NodeError",
         "NodeResponseError",
@@ -25,6 +26,7 @@ def test_export_list_is_pinned() -> None:
         "RedlockConfig",
         "RedlockError",
         "SemaphoreLock",
+        "Votes",
         "WriteLock",
         "__version__",
     }

@@ -220,3 +220,50 @@ def test_with_on_redlock_says_what_to_write() -> None:
     redlock = Redlock(["redis://127.0.0.1:1/0"])
     with pytest.raises(TypeError, match=r"async with Redlock\(\.\.\.\)"), redlock:
         pytest.fail("entered")
+
+
+# -- attempt limits and vote records -----------------------------------------
+
+
+def test_max_attempts_stops_before_the_timeout_and_records_the_votes() -> None:
+    c = Cluster(retry_delay=0.1, retry_jitter=0.0)
+    c.script(ACQUIRE.name, 0, DOWN, 0)
+    error = enter(c, timeout=10.0, max_attempts=4)
+    assert type(error) is LockBusy
+    assert error.attempt_count == 4
+    assert len(c.times(ACQUIRE.name)) == 4
+    assert c.clock() < 1000.0 + 10.0
+    last = error.attempts[-1]
+    assert last.taken == ("n0", "n2")
+    assert set(last.failed) == {"n1"}
+    assert last.granted == ()
+
+
+def test_only_the_last_ten_attempts_are_kept() -> None:
+    c = Cluster(retry_delay=0.01, retry_jitter=0.0)
+    c.script(ACQUIRE.name, 0)
+    error = enter(c, max_attempts=25)
+    assert error.attempt_count == 25
+    assert len(error.attempts) == 10
+
+
+def test_min_validity_refuses_a_short_grant_and_undoes_it() -> None:
+    c = Cluster(node_timeout=2.0)
+    c.script(ACQUIRE.name, Late(1, 0.5))  # a quorum says yes after half the ttl
+    c.script(RELEASE.name, 1)
+    error = enter(c, timeout=0, ttl=1.0, min_validity=0.6, auto_extend=False)
+    assert type(error) is QuorumUnavailable
+    assert error.attempts[-1].granted == ("n0", "n1", "n2")
+    assert c.to(RELEASE.name)  # undone on the nodes
+
+
+def test_limits_are_validated() -> None:
+    from redlock_async import ConfigurationError, LockOptions
+
+    for bad in (0, -1, 1.5, True, "3"):
+        with pytest.raises(ConfigurationError, match="max_attempts"):
+            LockOptions(max_attempts=bad)  # type: ignore[arg-type]
+    for bad_floor in (-0.1, 30.0, float("nan"), "1"):
+        with pytest.raises(ConfigurationError, match="min_validity"):
+            LockOptions(ttl=30.0, min_validity=bad_floor)  # type: ignore[arg-type]
+    assert LockOptions(max_attempts=1, min_validity=29.9).max_attempts == 1

@@ -173,3 +173,15 @@ def test_an_empty_run_id_is_blind_too() -> None:
     restarts = _watched()  # server_id.lua answers '' when INFO has no run_id
     restarts.observe_fields(b"", 10.0, now=0.0)
     assert "restart detection needs INFO" in str(restarts.vote(1, now=0.0))
+
+
+def test_a_failover_is_quarantined_for_the_longest_ttl_whatever_the_uptime() -> None:
+    # A promoted replica may have run for hours, yet lack the old primary's last grants.
+    ledger = TtlLedger()
+    ledger.granted(4.0)
+    restarts = Restarts("sentinel:lock-a", ledger, None, failover=True)
+    restarts.observe_fields(b"a" * 40, 50.0, now=90.0)
+    restarts.observe_fields(b"b" * 40, 3600.0, now=100.0)
+    assert restarts.until == pytest.approx(104.0)
+    assert isinstance(restarts.vote(1, 103.9), NodeError)
+    assert restarts.vote(1, 104.0) == 1

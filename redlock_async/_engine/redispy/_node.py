@@ -10,12 +10,23 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Sequence
 
 import redis.exceptions
 from redis.asyncio import Redis, RedisCluster
 
 from ..._errors import NodeConnectionError, NodeResponseError
-from .._node import SERVER_ID, Command, Reply, Sink, stall_limit, unsent
+from .._node import (
+    SERVER_ID,
+    Arg,
+    Command,
+    Reply,
+    Script,
+    Sink,
+    SplitCommand,
+    stall_limit,
+    unsent,
+)
 from .._restarts import Restarts
 from .._wake import Subscriber, WakeHub, WakeSource
 from ._errors import never_sent, translate
@@ -120,9 +131,12 @@ class RedisPyNode:
         task.add_done_callback(done)
 
     async def _run(self, command: Command) -> object:
-        keys = command.keys
-        script = command.script
         async with asyncio.timeout(self._stall):
+            if not self.cross_slot and isinstance(command, SplitCommand):
+                # Keys of several slots: one single-slot call at a time.
+                return await command.split(self._call)
+            keys = command.keys
+            script = command.script
             if self.restarts is not None and script.grants:
                 return await self._run_watched(command)
             try:
@@ -133,6 +147,14 @@ class RedisPyNode:
                 return await self._client.eval(
                     script.source.decode(), len(keys), *keys, *command.args
                 )
+
+    async def _call(self, script: Script, keys: Sequence[bytes], args: Sequence[Arg]) -> object:
+        """One single-slot step of a split command (not inlined above: the hot path
+        keeps its one coroutine frame)."""
+        try:
+            return await self._client.evalsha(script.sha.decode(), len(keys), *keys, *args)
+        except redis.exceptions.NoScriptError:
+            return await self._client.eval(script.source.decode(), len(keys), *keys, *args)
 
     async def _run_watched(self, command: Command) -> object:
         """A granting script behind ``server_id.lua`` on the same connection.

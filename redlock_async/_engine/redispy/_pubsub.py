@@ -17,7 +17,7 @@ from .._wake import WakeHub
 
 __all__ = ["RedisPySubscriber"]
 
-_log = logging.getLogger("redlock_async")
+_log = logging.getLogger("redlock_async.node")
 
 
 class RedisPySubscriber:

@@ -21,11 +21,12 @@ from typing import Protocol, cast
 import hiredis
 
 from ..._errors import NodeConnectionError, NodeError, NodeResponseError, NodeTimeoutError
+from ..._observe import NODE, warn
 from .._node import Sink, unsent
 
 __all__ = ["MAX_PENDING", "Conn", "Owner"]
 
-_log = logging.getLogger("redlock_async")
+_log = logging.getLogger("redlock_async.node")
 
 # Commands one node may have queued (awaiting a reply or a connection) before
 # new ones fail: a bound on memory if replies stop coming. Checked once per
@@ -213,9 +214,8 @@ class Conn(asyncio.Protocol):
             return  # replies came
         silent = self.loop.time() - since
         name = self.node.name
-        _log.warning(
-            "redlock_async: %s answered nothing for %.2fs; dropping its connection", name, silent
-        )
+        message = f"{name} answered nothing for {silent:.2f}s; dropping its connection"
+        warn(NODE, "stalled", name, message, node=name, outcome="stalled", elapsed=silent)
         self.abort(NodeTimeoutError(f"{name} answered nothing for {silent:.2f}s"))
 
     async def aclose(self, error: NodeError) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from ..._address import Address
 from ..._errors import NodeConnectionError, NodeError, NodeResponseError
+from ..._observe import NODE, warn
 from .._node import Command, Reply
 from .._restarts import Restarts
 from ._conn import Conn
@@ -25,10 +26,13 @@ from ._encode import pack
 
 __all__ = ["INFO_RETRY", "Handshake"]
 
-_log = logging.getLogger("redlock_async")
+_log = logging.getLogger("redlock_async.node")
 
 # Seconds between INFO retries on a connection whose INFO was refused.
 INFO_RETRY = 1.0
+
+# How a server without a password answers AUTH (Redis 6 and later).
+_NO_PASSWORD = "without any password configured"
 
 
 class _Step:
@@ -76,9 +80,20 @@ class Handshake:
 
     def settle(self, step: int, reply: Reply) -> None:
         conn = self.conn
-        if step in (self.AUTH, self.SELECT) and isinstance(reply, NodeResponseError):
+        if (
+            step == self.AUTH
+            and isinstance(reply, NodeResponseError)
+            and _NO_PASSWORD in str(reply)
+        ):
+            # A password for a server that has none: the connection works
+            # (as redis-cli goes on after "AUTH failed"), so the node votes;
+            # the operator is told (rate-limited).
+            message = f"{self.name} has no password, but its URL gives one ({reply})"
+            warn(NODE, "no password", self.name, message, node=self.name, outcome="auth")
+        elif step in (self.AUTH, self.SELECT) and isinstance(reply, NodeResponseError):
             what = "AUTH" if step == self.AUTH else "SELECT"
-            _log.warning("redlock_async: %s failed on %s: %s", what, self.name, reply)
+            message = f"{what} failed on {self.name}: {reply}"
+            warn(NODE, what, self.name, message, node=self.name, outcome=what.lower())
             conn.abort(NodeConnectionError(f"{what} failed on {self.name}: {reply}"))
         elif step == self.PING:
             if not isinstance(reply, NodeError):

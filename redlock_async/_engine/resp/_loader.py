@@ -27,7 +27,7 @@ from ._encode import pack
 
 __all__ = ["ScriptLoads"]
 
-_log = logging.getLogger("redlock_async")
+_log = logging.getLogger("redlock_async.node")
 
 
 @functools.cache

@@ -208,7 +208,10 @@ class RespNode:
                 return
             handshake = Handshake(conn, self.name, self.restarts, self._backoff.reset)
             handshake.start(self._address)
-            if self._tainted:
+            # Behind a failed AUTH/SELECT the server still runs what follows (as the
+            # default user, in db 0) while we drop the replies: a grant nobody
+            # releases. So with either, commands wait for the handshake's answer.
+            if self._tainted or self._address.db or self._address.auth_command() is not None:
                 try:
                     caught_up = await self._caught_up(conn, handshake, loop)
                 except asyncio.CancelledError:  # closing: this connection is nobody's

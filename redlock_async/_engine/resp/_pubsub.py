@@ -21,7 +21,7 @@ from ._encode import pack
 
 __all__ = ["RespSubscriber"]
 
-_log = logging.getLogger("redlock_async")
+_log = logging.getLogger("redlock_async.node")
 
 
 class _SubConn(asyncio.Protocol):

@@ -1,0 +1,136 @@
+"""Grants across tasks and processes: ``Redlock.adopt()`` and ``Redlock.locked()``.
+
+A grant is its token on a quorum of nodes. Whoever knows the token can hold
+the grant: an HTTP request takes the lock and hands ``lock.token`` to a
+background job, which adopts it, renews it and releases it. Adopting is an
+extend to ``ttl`` on every node (extend.lua: PEXPIRE only where the key
+still holds that token), judged like any extend: a quorum's yes makes a
+grant whose validity is counted from before the extend was sent, exactly as
+for an acquire; a quorum that no longer holds the token makes it
+``LockNotOwned``.
+
+``locked()`` asks every node which token holds the name (locked.lua, read
+only) and answers for the quorum, judged as the CLI's ``status`` judges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Sequence
+
+from ._commands import ExclusiveCommands
+from ._engine import Command, Engine, Tally
+from ._errors import ConfigurationError, LockNotOwned, QuorumUnavailable
+from ._grant import Grant
+from ._lock import Lock
+from ._refusal import answers
+from ._scripts import LOCKED
+from ._timing import validity
+
+__all__ = ["adopt", "locked", "verdict"]
+
+_TOKEN = re.compile(r"[0-9a-f]{40}")
+
+
+def check_token(token: object) -> bytes:
+    """A token as ``lock.token`` gives it (40 lowercase hex characters), as bytes."""
+    if not isinstance(token, str) or not _TOKEN.fullmatch(token):
+        shown = repr(token) if isinstance(token, str | bytes) and len(token) <= 60 else "it"
+        raise ConfigurationError(
+            f"token must be a lock's token as lock.token gives it (40 hex characters), not {shown}"
+        )
+    return token.encode("ascii")
+
+
+async def adopt(lock: Lock, commands: ExclusiveCommands, engine: Engine, token: str) -> Lock:
+    """Make ``lock`` hold the grant ``token``, confirmed on a quorum (see module doc).
+
+    Raises LockNotOwned when a quorum no longer holds the token,
+    QuorumUnavailable when too few nodes answered to tell.
+    """
+    raw = check_token(token)
+    engine.check_open()
+    ttl = lock.options.ttl
+    engine.ttls.granted(ttl)  # a restart seen from now on must cover this grant
+    started = engine.clock()
+    tally = engine.fanout(commands.extend(raw, ttl))
+    ok = await tally.decided
+    now = engine.clock()
+    left = validity(ttl, started, now, engine.config.drift_factor) if ok else 0.0
+    name = lock.name
+    if left > 0:
+        lock._hold(Grant(raw, ttl, now + left, tally, None, now), asyncio.current_task())
+        lock._adopted = True
+        return lock
+    if ok:  # a quorum said yes, too late: the grant stands on the nodes, not here
+        raise QuorumUnavailable(
+            f"lock {name!r}: adopting took longer than the validity it would give",
+            tally.errors(),
+        )
+    if tally.no > tally.n - tally.quorum:
+        raise LockNotOwned(
+            f"lock {name!r}: a quorum of nodes no longer holds that token", tally.errors()
+        )
+    raise QuorumUnavailable(
+        f"lock {name!r}: too few nodes answered to adopt the grant "
+        f"({tally.yes + tally.no} of {tally.n} answered, {tally.quorum} needed)",
+        tally.errors(),
+    )
+
+
+async def locked(engine: Engine, name: str, commands: ExclusiveCommands) -> bool:
+    """Does a quorum of nodes hold one grant on the name now?
+
+    True when a quorum holds one token; False when no token could reach a
+    quorum even with every node that did not answer; QuorumUnavailable
+    when too few answered to tell.
+    """
+    engine.check_open()
+    tally = engine.fanout(Command(LOCKED, (commands.keys.lock,), ()))
+    await tally.decided  # every reply counts as "no" here: decided once two of three came
+    state, _ = _judge(tally)
+    if state == "unknown":
+        # One "free" and one dead node of three does not say "free" yet:
+        # the nodes still answering are heard out first.
+        await answers(tally, engine.config.node_timeout)
+        state, _ = _judge(tally)
+    if state != "unknown":
+        return state == "held"
+    answered = tally.n - len(tally.errors()) - len(tally.answering())
+    raise QuorumUnavailable(
+        f"lock {name!r}: too few nodes answered to tell whether it is held "
+        f"({answered} of {tally.n} answered, {tally.quorum} needed)",
+        tally.errors(),
+    )
+
+
+def _judge(tally: Tally) -> tuple[str, object]:
+    values = []
+    unheard = 0
+    for reply in tally.replies:
+        if isinstance(reply, bytes) or reply is None:
+            values.append(reply)
+        else:  # an error, or no answer yet
+            unheard += 1
+    return verdict(values, unheard, tally.quorum)
+
+
+def verdict(values: Sequence[object], unheard: int, quorum: int) -> tuple[str, object]:
+    """``held`` (and the value), ``free`` or ``unknown`` over what the nodes hold.
+
+    ``values``: each answering node's holder of the name (a token; None when
+    it holds nothing); ``unheard``: nodes that did not answer. Held: one
+    value on a quorum. Unknown: not held, but the unheard nodes could make a
+    quorum with what the others show. Free: neither - leftovers of a failed
+    attempt on too few nodes expire by themselves. ``Redlock.locked()`` and
+    the CLI's ``status`` judge alike.
+    """
+    held = [value for value in values if value is not None]
+    most = 0
+    if held:
+        top = max(set(held), key=held.count)
+        most = held.count(top)
+        if most >= quorum:
+            return "held", top
+    return ("unknown" if most + unheard >= quorum else "free"), None

@@ -1,0 +1,43 @@
+"""``Redlock.aclose()``: lose every held lock, let commands in flight land, close."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from ._engine import Engine, stall_limit
+from ._lock import Holdings
+
+__all__ = ["close"]
+
+_log = logging.getLogger("redlock_async.lock")
+
+
+async def close(core: Engine, holdings: Holdings) -> None:
+    """Close ``core`` and its nodes (see ``Redlock.aclose``); a second call returns at once."""
+    if core.closing:
+        return
+    # Connections made on a loop that has ended (or in the parent, before
+    # a fork) are forgotten first: only this loop's can be closed here.
+    core.loop()
+    core.closing = True  # no new attempt from here on
+    bodies = holdings.lose_all("its Redlock was closed (aclose) while it was held")
+    # Their releases go out as their bodies stop; those that do not stop
+    # in time are released anyway (they were told and cancelled).
+    limit = stall_limit(core.config.node_timeout)
+    for _ in range(int(limit / 0.005)):  # polled: aclose() is rare
+        if all(body.pending is None for body in bodies):
+            break
+        await asyncio.sleep(0.005)
+    for body in bodies:
+        body.flush(core)
+    # Attempts in flight decide (a grant now is released at once), and
+    # every cleanup gets its replies, before the connections close.
+    await core.drain(limit)
+    core.close()
+    if core.wake is not None:
+        await core.wake.aclose()
+    results = await asyncio.gather(*(node.aclose() for node in core.nodes), return_exceptions=True)
+    for node, result in zip(core.nodes, results, strict=True):
+        if isinstance(result, Exception):
+            _log.warning("redlock_async: closing %s failed: %s", node.name, result)

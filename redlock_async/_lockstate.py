@@ -1,0 +1,94 @@
+"""What every lock shows: its name, its options and the state of its grant.
+
+The read-only half of :class:`~._lock.Lock`, kept apart so the lock's own
+module holds only what changes the state (acquire, extend, release, loss).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+from ._asynconly import AsyncOnly
+from ._config import LockOptions
+from ._engine import Engine
+from ._errors import NodeError
+from ._grant import Grant
+from ._holder import Loss
+
+__all__ = ["LockState"]
+
+
+class LockState(AsyncOnly):
+    """The properties of a lock (see :class:`Lock`)."""
+
+    __slots__ = ("_engine", "_errors", "_grant", "_loss", "_name", "_options")
+
+    _engine: Engine
+    _errors: Mapping[str, NodeError]
+    _grant: Grant | None
+    _loss: Loss
+    _name: str
+    _options: LockOptions
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def ttl(self) -> float:
+        """The ttl of the current grant (or the configured one when not held)."""
+        return self._grant.ttl if self._grant is not None else self._options.ttl
+
+    @property
+    def options(self) -> LockOptions:
+        return self._options
+
+    @property
+    def held(self) -> bool:
+        """True while this object holds a grant that is still valid."""
+        grant = self._grant
+        return grant is not None and self._engine.clock() < grant.validity_end
+
+    @property
+    def lost(self) -> bool:
+        """True once a held grant was lost (renewal failed, or it expired in use)."""
+        return self._loss.lost
+
+    @property
+    def lost_event(self) -> asyncio.Event:
+        """Set when a held grant is lost: ``await lock.lost_event.wait()``."""
+        return self._loss.event()
+
+    @property
+    def valid_for(self) -> float:
+        """Seconds of guaranteed validity left; 0.0 when not held."""
+        grant = self._grant
+        if grant is None:
+            return 0.0
+        return max(0.0, grant.validity_end - self._engine.clock())
+
+    @property
+    def errors(self) -> Mapping[str, NodeError]:
+        """Per-node errors of the last attempt that failed (empty after a grant)."""
+        return self._errors
+
+    @property
+    def token(self) -> str | None:
+        """The current grant's token (40 hex characters), None when not held.
+
+        Another task or process holds the same grant with
+        :meth:`Redlock.adopt` (``await redlock.adopt(lock.name, token, ttl=...)``).
+        """
+        grant = self._grant
+        return grant.token.decode("ascii") if grant is not None else None
+
+    @property
+    def fencing_token(self) -> int | None:
+        """The current grant's fencing token when ``fencing=True``, else None."""
+        grant = self._grant
+        return grant.fencing_token if grant is not None else None
+
+    def __repr__(self) -> str:
+        state = "lost" if self._loss.lost else "held" if self._grant is not None else "unlocked"
+        return f"<{type(self).__name__} {self._name!r} {state} ttl={self.ttl}>"

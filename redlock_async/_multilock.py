@@ -1,0 +1,178 @@
+"""Several names at once: one grant over every name, all or none, on one quorum.
+
+A :class:`MultiLock` is a :class:`~._lock.Lock` whose
+:class:`MultiCommands` write the exclusive lock key of every name
+(``KeyLayout(prefix, name).lock``) with one token, so a multilock and a
+plain lock of any of its names exclude each other, and extend, release and
+the CLI's ``status`` read those keys as they read a plain lock's.
+
+One attempt is one script per node (multi_acquire.lua): every key absent,
+then every key set, or nothing written. A refused attempt holds nothing
+while it waits to retry, so overlapping multilocks cannot deadlock, whatever
+order their names come in; the retry jitter breaks ties. A grant needs a
+quorum of nodes that set every key. Extend and release go over every key
+and touch only keys still holding the token; an extend that finds one key
+gone on a node refuses there, touching nothing (multi_extend.lua says why).
+
+A Redis Cluster node refuses one script over keys of several hash slots, so
+there each command is split (``_engine.SplitCommand``): the names one by one
+in sorted order, each with the plain lock's script, the node's vote yes only
+if every name was taken, the ones taken undone otherwise (docs/multilock.md:
+N round trips on that node, and a part of the set visible there briefly).
+
+Not supported: ``fencing=True`` (one token for the set must be above every
+name's counter, and the write-back after disagreeing nodes would have to
+raise them all) and ``fair=True`` (a fair queue is per name): both raise
+ConfigurationError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+from ._commands import FairEntry
+from ._config import LockOptions
+from ._engine import Call, Command, Engine, SplitCommand, Tally
+from ._errors import ConfigurationError
+from ._keys import KeyLayout, check_name
+from ._lock import Holdings, Lock
+from ._scripts import ACQUIRE, EXTEND, MULTI_ACQUIRE, MULTI_EXTEND, MULTI_RELEASE, RELEASE
+from ._timing import ttl_ms
+
+__all__ = ["MultiCommands", "MultiLock", "check_names"]
+
+_KIND: Final = b"m:"
+
+
+def check_names(names: object) -> tuple[str, ...]:
+    """The distinct names of ``names``, sorted; raises ConfigurationError when
+    ``names`` is not an iterable of names (a bare str included), is empty, or
+    holds a bad name (named in the message)."""
+    if isinstance(names, str | bytes) or not isinstance(names, Iterable):
+        raise ConfigurationError(f"names must be a list of lock names, not {type(names).__name__}")
+    checked: set[str] = set()
+    for name in names:
+        try:
+            checked.add(check_name(name))
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"names: {name!r}: {exc}") from None
+    if not checked:
+        raise ConfigurationError("names must hold at least one lock name")
+    return tuple(sorted(checked))
+
+
+class MultiCommands:
+    """A multilock's commands: every name's exclusive lock key, one token.
+
+    ``keys`` is the first name's layout: its wake channel is the one a
+    waiter listens on (a release of another name is noticed at the next
+    retry, not at once).
+    """
+
+    __slots__ = ("keys", "locks", "wakes")
+
+    kind = _KIND
+    stateful = False
+
+    def __init__(self, layouts: Iterable[KeyLayout]) -> None:
+        layouts = tuple(layouts)
+        self.keys = layouts[0]
+        self.locks = tuple(layout.lock for layout in layouts)
+        self.wakes = tuple(layout.wake for layout in layouts)
+
+    def acquire(self, token: bytes, ttl_ms: int, fencing: bool, fair: FairEntry | None) -> Command:
+        # fencing and fair are refused when the lock is made (MultiLock).
+        locks, args = self.locks, (token, ttl_ms)
+
+        async def split(call: Call) -> object:
+            taken: list[bytes] = []
+            for key in locks:
+                reply = await call(ACQUIRE, (key,), args)
+                if reply != 1:
+                    # Refused (or an odd reply): give back what this attempt took
+                    # here, so the node's vote is no and it holds nothing.
+                    for done in taken:
+                        await call(RELEASE, (done,), (token,))
+                    return 0
+                taken.append(key)
+            return 1
+
+        return SplitCommand(MULTI_ACQUIRE, locks, args, split)
+
+    def release(self, token: bytes, announce: bool) -> Command:
+        # As for the plain lock: only real releases announce themselves.
+        locks, wakes = self.locks, self.wakes
+        keys = locks + wakes if announce else locks
+
+        async def split(call: Call) -> object:
+            every = 1
+            for key, wake in zip(locks, wakes, strict=True):
+                one = (key, wake) if announce else (key,)
+                if await call(RELEASE, one, (token,)) != 1:
+                    every = 0
+            return every
+
+        return SplitCommand(MULTI_RELEASE, keys, (token, len(locks)), split)
+
+    def extend(self, token: bytes, ttl: float) -> Command:
+        locks, args = self.locks, (token, ttl_ms(ttl))
+
+        async def split(call: Call) -> object:
+            # Not atomic across slots: keys renewed before a refused one stay
+            # renewed (still ours; the release or their expiry ends them).
+            for key in locks:
+                if await call(EXTEND, (key,), args) != 1:
+                    return 0
+            return 1
+
+        return SplitCommand(MULTI_EXTEND, locks, args, split)
+
+    def renewal_target(self) -> tuple[bytes, bytes] | None:
+        return None  # several keys: renewed alone, with multi_extend.lua
+
+    def fence_keys(self) -> tuple[bytes, bytes]:
+        raise ConfigurationError("a multilock has no fencing token")
+
+    def attempts_begin(self) -> None:
+        pass
+
+    def attempts_over(
+        self, last: Tally | None, granted: bool, fair: FairEntry | None
+    ) -> tuple[Command, ...]:
+        return ()
+
+
+class MultiLock(Lock):
+    """An exclusive lock on several names at once: all of them or none.
+
+    Get it from :meth:`Redlock.multilock`. Methods and properties are
+    :class:`Lock`'s; ``name`` reads ``"a + b"``, ``names`` is the sorted tuple.
+    """
+
+    __slots__ = ("_names",)
+
+    def __init__(
+        self,
+        engine: Engine,
+        holdings: Holdings,
+        names: object,
+        options: LockOptions,
+        prefix: str,
+    ) -> None:
+        checked = check_names(names)
+        if options.fencing:
+            raise ConfigurationError(
+                "fencing=True is not supported by multilock: take a plain lock with "
+                "fencing on the one name the fenced resource checks"
+            )
+        if options.fair:
+            raise ConfigurationError("fair=True is not supported by multilock")
+        commands = MultiCommands(KeyLayout(prefix, name) for name in checked)
+        super().__init__(engine, holdings, " + ".join(checked), options, commands)
+        self._names = checked
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The names held together: distinct, sorted."""
+        return self._names

@@ -1,0 +1,11 @@
+-- locked.lua: which grant holds a name on this node? (Redlock.locked(), read only)
+--
+-- KEYS[1]  the exclusive lock key
+-- No ARGV.
+--
+-- Returns
+--   the token of the grant holding the key, or nil when the key is absent
+--   (the caller counts a token held by a quorum as a grant)
+-- Errors
+--   WRONGTYPE when KEYS[1] holds a non-string: counts as a failed answer
+return redis.call('GET', KEYS[1])

@@ -1,0 +1,28 @@
+-- multi_extend.lua: renew a multilock's grant on one node, only if every key is still ours.
+--
+-- KEYS[1] ... KEYS[n]
+--          the exclusive lock keys of the names
+-- ARGV[1]  token of the grant being renewed
+-- ARGV[2]  new ttl in milliseconds from now, an integer > 0
+--
+-- Returns
+--   1  every key held ARGV[1]; each now expires ARGV[2] ms from now
+--   0  some key is absent or holds another token: NOTHING was touched, not
+--      even the keys still ours
+-- Errors
+--   WRONGTYPE when a key holds a non-string: counts as a failed vote
+--
+-- All or none, like the acquire: this node vouches for the whole set or for
+-- none of it. A node that lost one name can no longer count toward the
+-- grant, so keeping its other keys alive would only block other clients
+-- from those names until they expire; left alone, they expire on their old
+-- schedule. PEXPIRE on existing keys only: renewal never re-creates a key.
+for i = 1, #KEYS do
+    if redis.call('GET', KEYS[i]) ~= ARGV[1] then
+        return 0
+    end
+end
+for i = 1, #KEYS do
+    redis.call('PEXPIRE', KEYS[i], ARGV[2])
+end
+return 1

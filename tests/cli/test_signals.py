@@ -1,0 +1,132 @@
+"""How the command line ends: Ctrl-C (130) and a reader that left (141), quietly.
+
+Each test runs ``python -m redlock_async`` as a process, as a terminal or a
+pipeline would, and reads what a person would see on stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from redlock_async import Redlock
+from redlock_async.testing import RedisNodes
+
+from .. import _loops
+from ..conftest import eventually, no_keys_left
+from .test_cli import cli, finish, urls
+
+
+def quiet(err: str) -> bool:
+    """No traceback, and nothing Python printed while shutting down."""
+    return "Traceback" not in err and "Exception ignored" not in err and "Error" not in err
+
+
+async def until_line(process: asyncio.subprocess.Process, start: str) -> None:
+    """Read the process's stderr up to a line starting with ``start``."""
+    assert process.stderr is not None
+    while True:
+        line = (await asyncio.wait_for(process.stderr.readline(), 60)).decode()
+        assert line, f"stderr ended before {start!r}"
+        if line.startswith(start):
+            return
+
+
+def children(pid: int) -> set[int]:
+    """The pids whose parent is ``pid`` (Linux /proc)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                status = (entry / "status").read_text()
+            except OSError:  # gone meanwhile
+                continue
+            if f"\nPPid:\t{pid}\n" in status:
+                found.add(int(entry.name))
+    return found
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+async def test_a_reader_that_leaves_early_ends_status_quietly(redis_nodes: RedisNodes) -> None:
+    # `status --json | head -c 10`: the reader is gone before the report is
+    # written, so every write fails (EPIPE) - deterministically, not a race.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        loop = _loops.name_of(asyncio.get_running_loop())
+        process = await asyncio.create_subprocess_exec(
+            *_loops.child_command(loop, "redlock_async"), "status", *urls(redis_nodes), "job",
+            "--json", stdout=write_end, stderr=asyncio.subprocess.PIPE,
+            env=_loops.child_env(),
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    _, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 128 + signal.SIGPIPE
+    assert quiet(err.decode()), err.decode()
+
+
+async def test_ctrl_c_stops_bench_and_leaves_nothing(redis_nodes: RedisNodes) -> None:
+    bench = await cli("bench", *urls(redis_nodes), "--duration", "600", "--concurrency", "20")
+    await until_line(bench, "redlock-async: 3 nodes")
+    assert await eventually(lambda: any(n.client().keys(b"redlock:*") for n in redis_nodes))
+    bench.send_signal(signal.SIGINT)
+    code, out, err = await finish(bench)
+    assert code == 130
+    assert out == ""  # no report for a run cut short
+    assert err.strip().splitlines()[-1] == "redlock-async: interrupted"
+    assert quiet(err), err
+    assert await no_keys_left(redis_nodes)  # every grant in hand was released
+
+
+async def test_ctrl_c_stops_status_waiting_for_a_node(redis_nodes: RedisNodes) -> None:
+    redis_nodes[2].pause()  # answers nothing: status waits for it
+    try:
+        status = await cli("status", *urls(redis_nodes), "--node-timeout", "600", "job")
+        await until_line(status, "redlock-async: 3 nodes")
+        status.send_signal(signal.SIGINT)
+        code, out, err = await finish(status)
+    finally:
+        redis_nodes[2].resume()
+    assert (code, out) == (130, "")
+    assert quiet(err), err
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+async def test_a_signal_while_run_waits_ends_it_quietly(
+    redis_nodes: RedisNodes, signum: signal.Signals
+) -> None:
+    async with Redlock(redis_nodes.urls) as redlock, redlock.lock("job", ttl=30.0):
+        runner = await cli("run", "-v", *urls(redis_nodes), "job", "echo", "ran")
+        await until_line(runner, "redlock-async: waiting for lock 'job'")
+        runner.send_signal(signum)
+        code, out, err = await finish(runner)
+    assert (code, out) == (128 + signum, "")
+    assert err.strip() == f"redlock-async: {signum.name} while waiting for 'job'"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+async def test_demo_stops_every_node_it_started(signum: signal.Signals) -> None:
+    demo = await cli("demo", "--nodes", "3", "--workers", "4", "--increments", "100000")
+    assert demo.stdout is not None
+    first = (await asyncio.wait_for(demo.stdout.readline(), 60)).decode()
+    assert first.startswith("started 3 redis-server nodes: ")
+    started = children(demo.pid)
+    assert len(started) == 4  # three nodes and the resource
+    demo.send_signal(signum)
+    code, out, err = await finish(demo)
+    assert code == 128 + signum
+    assert out.splitlines()[-1] == "stopped every node"
+    assert quiet(err), err
+    assert all(gone(pid) for pid in started)
