@@ -11,7 +11,7 @@ from typing import Any, ParamSpec, TypeVar
 from ._errors import ConfigurationError
 from ._lock import Lock, LockKeywords
 
-__all__ = ["synchronized"]
+__all__ = ["name_builder", "synchronized"]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -31,7 +31,7 @@ def synchronized(
             raise ConfigurationError(
                 f"synchronized() decorates coroutine functions (async def), not {func!r}"
             )
-        lock_name = _name_builder(name, func)
+        lock_name = name_builder(name, func)
 
         @functools.wraps(func)
         async def locked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
@@ -43,7 +43,7 @@ def synchronized(
     return decorate
 
 
-def _name_builder(
+def name_builder(
     name: str | Callable[..., str], func: Callable[..., object]
 ) -> Callable[[tuple[Any, ...], dict[str, Any]], str]:
     """How a synchronized call's lock name is made from its arguments."""
