@@ -25,6 +25,7 @@ from ._redlock import Redlock as Redlock
 from ._rwlock import ReadLock as ReadLock
 from ._rwlock import RWLock as RWLock
 from ._rwlock import WriteLock as WriteLock
+from ._semaphore import SemaphoreLock as SemaphoreLock
 from ._version import __version__ as __version__
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "Redlock",
     "RedlockConfig",
     "RedlockError",
+    "SemaphoreLock",
     "Votes",
     "WriteLock",
     "__version__",

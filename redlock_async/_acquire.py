@@ -20,7 +20,7 @@ import asyncio
 import secrets
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from ._commands import Commands, FairEntry
 from ._config import LockOptions
@@ -73,6 +73,8 @@ async def acquire(
     Raises RedlockError when the engine is closing (``aclose()`` began).
     """
     stateful = commands.stateful  # only the read-write views: exclusive locks skip both calls
+    # Semaphores only (_semaphore.py): does a quorum's yes agree on one slot?
+    agree: Callable[[Tally], Awaitable[bool]] | None = getattr(commands, "agree", None)
     if stateful:
         commands.attempts_begin()
     deadline = None if limit is None else engine.clock() + limit
@@ -109,6 +111,8 @@ async def acquire(
             errors: NodeErrors | None = None
             try:
                 ok = await tally.decided
+                if ok and agree is not None:
+                    ok = await agree(tally)
                 if ok and options.fencing:
                     fencing, errors = await _fence(engine, commands, tally, token)
                     ok = fencing is not None

@@ -34,7 +34,12 @@ class FairEntry:
 
 
 class Commands(Protocol):
-    """The commands of one kind of lock (exclusive, read or write)."""
+    """The commands of one kind of lock (exclusive, read or write).
+
+    Optional: ``async agree(tally) -> bool``, asked once a quorum said yes
+    to an attempt, whether that yes is a grant (a semaphore's: one slot on a
+    quorum, see ``_semaphore.py``). Without it, the quorum's yes is the grant.
+    """
 
     kind: bytes
     """Prefix of fair queue entries: ``x:``, ``r:`` or ``w:``."""

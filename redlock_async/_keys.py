@@ -146,5 +146,9 @@ class KeyLayout:
         """Fair read-write waiters: sorted set, waiter id -> expiry (server ms)."""
         return self.lock + b":rwqh"
 
+    def semaphore_slot(self, index: int) -> bytes:
+        """Semaphore: slot ``index`` (0 to limit - 1), a string holding its holder's token."""
+        return b"%s:sem:%d" % (self.lock, index)
+
     def __repr__(self) -> str:
         return f"KeyLayout({self.lock!r})"

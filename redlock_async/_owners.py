@@ -27,6 +27,9 @@ __all__ = ["Owners"]
 # The grants only one holder can have. An exclusive lock and a read-write
 # lock of one name are different locks: each waits only for its own kind.
 _EXCLUSIVE: Final = frozenset((b"x:", b"w:"))
+# The grant of the same name a waiter of each kind would wait for. Other
+# kinds (a semaphore's slots: b"s:") are never a certain deadlock.
+_WAITS_FOR: Final = {b"x:": b"x:", b"r:": b"w:", b"w:": b"w:"}
 
 
 class _Options(Protocol):
@@ -73,7 +76,8 @@ class Owners:
         ``task`` wait for itself for ever."""
         if task is None or not self._held:
             return
-        entry = self._held.get((name, b"x:" if kind == b"x:" else b"w:"))
+        wanted = _WAITS_FOR.get(kind)
+        entry = self._held.get((name, wanted)) if wanted is not None else None
         if entry is None or entry[1] is not task:
             return
         other = entry[0]()

@@ -19,6 +19,7 @@ from ._errors import ConfigurationError
 from ._lock import Holdings, Lock, LockKeywords, OnLost
 from ._multilock import MultiLock
 from ._rwlock import RWLock
+from ._semaphore import SemaphoreLock, semaphore
 from ._synchronized import synchronized
 
 __all__ = ["NodeSpec", "Redlock"]
@@ -236,6 +237,15 @@ class Redlock(AsyncOnly):
         self._core.check_open()
         options = self._lock_options(**keywords)
         return MultiLock(self._core, self._holdings, names, options, self.config.prefix)
+
+    def semaphore(self, name: str, limit: int, **options: Unpack[LockKeywords]) -> SemaphoreLock:
+        """A new :class:`SemaphoreLock` on ``name`` (not yet acquired): at most ``limit``
+        (1 to 1024) valid holders at once. Keywords of :meth:`lock`; ``fencing=True``
+        and ``fair=True`` raise ConfigurationError, as do a bad name or limit."""
+        core = self._core
+        core.check_open()
+        keys = self._commands(name).keys
+        return semaphore(core, self._holdings, name, keys, limit, self._lock_options(**options))
 
     async def aclose(self) -> None:
         """Release every lock still held, then close the connections this Redlock opened.

@@ -25,6 +25,8 @@ __all__ = [
     "READ_EXTEND",
     "READ_RELEASE",
     "RELEASE",
+    "SEM_ACQUIRE",
+    "SEM_RELEASE",
     "STATUS",
     "WRITE_ACQUIRE",
 ]
@@ -45,6 +47,8 @@ LOCKED = Script.load("locked")
 MULTI_ACQUIRE = Script.load("multi_acquire", grants=True)
 MULTI_RELEASE = Script.load("multi_release")
 MULTI_EXTEND = Script.load("multi_extend")
+SEM_ACQUIRE = Script.load("sem_acquire", grants=True)
+SEM_RELEASE = Script.load("sem_release")
 
 ALL_SCRIPTS: tuple[Script, ...] = (
     ACQUIRE,
@@ -62,6 +66,8 @@ ALL_SCRIPTS: tuple[Script, ...] = (
     MULTI_ACQUIRE,
     MULTI_RELEASE,
     MULTI_EXTEND,
+    SEM_ACQUIRE,
+    SEM_RELEASE,
     SERVER_ID,
 )
 """The scripts a lock's nodes run: every node driver is handed these."""

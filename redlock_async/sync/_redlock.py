@@ -101,6 +101,12 @@ class Redlock:
         wrapping = self._wrapping
         return wrapping.lock(self._redlock.multilock(names, **wrapping.keywords(options)))
 
+    def semaphore(self, name: str, limit: int, **options: Unpack[SyncKeywords]) -> Lock:
+        """A new :class:`Lock` on one of ``limit`` slots of ``name`` (not yet acquired):
+        at most ``limit`` holders at once (see :meth:`redlock_async.Redlock.semaphore`)."""
+        wrapping = self._wrapping
+        return wrapping.lock(self._redlock.semaphore(name, limit, **wrapping.keywords(options)))
+
     def adopt(self, name: str, token: str, **options: Unpack[SyncKeywords]) -> Lock:
         """Hold the grant ``token`` (a :attr:`Lock.token` from another thread or
         process) on ``name``, confirmed on a quorum; returns a held :class:`Lock`

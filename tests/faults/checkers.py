@@ -23,10 +23,12 @@ __all__ = [
     "no_keys_left",
     "no_lost_updates",
     "rw_exclusion",
+    "semaphore_limit",
 ]
 
 RW_OPS = frozenset({"read-acquire", "write-acquire"})
 FENCED_OPS = frozenset({"acquire", "write-acquire"})
+SEMAPHORE_OPS = frozenset({"sem-acquire"})
 
 
 @dataclass(slots=True)
@@ -88,6 +90,45 @@ def mutual_exclusion(events: Iterable[Event], ops: Iterable[str] = ("acquire",))
         "overlaps": len(violations),
     }
     return Verdict("mutual_exclusion", not violations, violations, counts)
+
+
+def semaphore_limit(
+    events: Iterable[Event], limit: int, ops: Iterable[str] = SEMAPHORE_OPS
+) -> Verdict:
+    """Never more than ``limit`` grants' windows on one key at once (touching is a hand-over).
+
+    A sweep over each key's window starts and ends, ends first at equal
+    times; each grant that starts while ``limit`` others are open is a
+    violation, naming the windows it overlaps.
+    """
+    found = windows(events, ops)
+    violations: list[str] = []
+    most = 0
+    for key, per_key in _by_key(found).items():
+        marks = sorted(
+            [(w.start, 1, i) for i, w in enumerate(per_key)]
+            + [(w.end, 0, i) for i, w in enumerate(per_key) if not math.isinf(w.end)]
+        )
+        open_now: set[int] = set()
+        for _, starts, index in marks:
+            if not starts:
+                open_now.discard(index)
+                continue
+            if per_key[index].end <= per_key[index].start:
+                continue  # an empty window (its validity ended before acquire returned)
+            open_now.add(index)
+            most = max(most, len(open_now))
+            if len(open_now) > limit:
+                window = per_key[index]
+                others = "; ".join(
+                    per_key[other].describe() for other in sorted(open_now) if other != index
+                )
+                violations.append(
+                    f"key {key!r}: {window.describe()} is holder {len(open_now)} of a limit"
+                    f" of {limit}, with {others}"
+                )
+    counts = {"grants": len(found), "most_at_once": most, "excess": len(violations)}
+    return Verdict("semaphore_limit", not violations, violations, counts)
 
 
 def rw_exclusion(events: Iterable[Event]) -> Verdict:

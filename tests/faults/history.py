@@ -34,7 +34,7 @@ __all__ = [
     "windows",
 ]
 
-ACQUIRE_OPS = frozenset({"acquire", "read-acquire", "write-acquire"})
+ACQUIRE_OPS = frozenset({"acquire", "read-acquire", "write-acquire", "sem-acquire"})
 """Operations whose ``ok`` event is a grant."""
 
 EXTEND_OPS = frozenset({"extend", "read-extend", "write-extend"})

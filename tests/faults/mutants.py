@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from redlock_async import _acquire, _batch, _commands, _rwlock, _scripts
+from redlock_async import _acquire, _batch, _commands, _rwlock, _scripts, _semaphore
 from redlock_async._engine import Script, _engine, _tally
 
 __all__ = ["MUTANTS", "apply"]
@@ -119,6 +119,18 @@ def _reader_ignores_waiting_writer() -> None:
     )
 
 
+def _semaphore_counts_per_node() -> None:
+    # Every node with room votes for the slot: a grant whenever a quorum has
+    # room, as counting holders per node would decide.
+    agreed = _semaphore.agreed_slot
+
+    def per_node(replies: Sequence[object], width: int) -> tuple[int, int]:
+        position, _ = agreed(replies, width)
+        return position, sum(1 for reply in replies if type(reply) is int and reply > 0)
+
+    _set(_semaphore, "agreed_slot", per_node)
+
+
 MUTANTS: dict[str, Callable[[], None]] = {
     "quorum-n2": _quorum_of_half,
     "validity-ignores-elapsed": _validity_ignoring_elapsed,
@@ -130,6 +142,7 @@ MUTANTS: dict[str, Callable[[], None]] = {
     "extend-recreates-key": _extend_recreates,
     "fence-before-write-back": _fence_without_write_back,
     "reader-ignores-waiting-writer": _reader_ignores_waiting_writer,
+    "semaphore-counts-per-node": _semaphore_counts_per_node,
 }
 
 

@@ -36,6 +36,7 @@ from .checkers import (
     no_keys_left,
     no_lost_updates,
     rw_exclusion,
+    semaphore_limit,
 )
 from .history import Event, load, merge
 from .nemesis import Fault, Nemesis
@@ -52,13 +53,14 @@ ACL_ARGS = ("--user", ACL_USER[0], "on", f">{ACL_USER[1]}", "~*", "&*", "+@all",
 @dataclass(frozen=True)
 class Schedule:
     name: str
-    workload: str  # counter | fenced | rw | renew | multi
+    workload: str  # counter | fenced | rw | renew | multi | semaphore
     duration: float = 8.0
     faults: tuple[Fault, ...] = ()
     workers: int = 3
     tasks: int = 2
     ttl: float = 1.0
     hold: tuple[float, float] = (0.0, 0.05)
+    limit: int = 2  # the semaphore workload's limit
     gap: float = 0.002
     overrun: float = 0.0
     write_share: float = 0.3
@@ -246,6 +248,7 @@ def run_schedule(
                 "tasks": schedule.tasks,
                 "ttl": schedule.ttl,
                 "hold": schedule.hold,
+                "limit": schedule.limit,
                 "gap": schedule.gap,
                 "overrun": schedule.overrun,
                 "write_share": schedule.write_share,
@@ -389,6 +392,8 @@ def judge(
     if schedule.workload == "rw":
         verdicts["rw_exclusion"] = rw_exclusion(events)
         verdicts["writer_starvation"] = writer_starvation(events, bound=schedule.duration / 2)
+    if schedule.workload == "semaphore":
+        verdicts["semaphore_limit"] = semaphore_limit(events, schedule.limit)
     if schedule.workload == "counter":
         verdicts["no_lost_updates"] = no_lost_updates(events)
     if schedule.workload == "fenced":

@@ -177,6 +177,24 @@ IN_MODEL += (
     ),
 )
 
+# Semaphore holders (limit 2, six contending tasks) while each worker sees
+# another majority of the nodes: the bridges under which counting holders
+# per node lets three in (see docs/semaphore.md); then a node paused.
+_SEMAPHORE = Schedule(
+    "semaphore-bridges",
+    "semaphore",
+    duration=5.0,
+    limit=2,
+    hold=(0.02, 0.15),
+    faults=(
+        Fault(at=0.8, kind="partition", duration=2.0, nodes=(3, 4), workers=(0,)),
+        Fault(at=0.8, kind="partition", duration=2.0, nodes=(0, 1), workers=(1,)),
+        Fault(at=0.8, kind="partition", duration=2.0, nodes=(2,), workers=(2,)),
+        Fault(at=3.2, kind="pause-node", duration=1.0, nodes=(2,)),
+    ),
+)
+IN_MODEL += (_SEMAPHORE,)
+
 OUT_OF_MODEL: tuple[Schedule, ...] = (
     Schedule(
         "paused-holders-unfenced",
@@ -281,6 +299,8 @@ MUTANT_SCHEDULES: dict[str, Schedule] = {
         hold=(0.15, 0.4),
         acquire_timeout=2.5,
     ),
+    # Last: the seeds of the mutants above stay what they were.
+    "semaphore-counts-per-node": _SEMAPHORE,
 }
 
 # The every-CI tier: a few in-model schedules, the out-of-model detections,
@@ -297,6 +317,7 @@ SMOKE: tuple[str, ...] = (
     "restart-at-once-aof-always",
     "client-wall-clock-jumps",
     "multilock-overlapping-names",
+    "semaphore-bridges",
 )
 
 

@@ -16,6 +16,7 @@ from .checkers import (
     no_keys_left,
     no_lost_updates,
     rw_exclusion,
+    semaphore_limit,
 )
 from .history import Event, History, dump, load, merge, windows
 
@@ -260,6 +261,54 @@ def test_rw_exclusion_catches_two_writers() -> None:
 
 def test_rw_exclusion_ignores_plain_mutex_grants() -> None:
     assert rw_exclusion([grant(0.0, "w1", "a", 2.0), wgrant(1.0, "w2", "b", 3.0)]).ok
+
+
+# -- semaphore limit -----------------------------------------------------------
+
+
+def sgrant(time: float, process: str, token: str, valid_until: float | None) -> Event:
+    return grant(time, process, token, valid_until, op="sem-acquire")
+
+
+def test_semaphore_limit_lets_limit_holders_share_and_hand_over() -> None:
+    history = [
+        sgrant(0.0, "w1", "a", 2.0),
+        sgrant(0.5, "w2", "b", 3.0),
+        release(1.0, "w1", "a"),
+        sgrant(1.0, "w3", "c", 4.0),  # takes the slot a hands over, at the same instant
+        sgrant(3.0, "w1", "d", 5.0),  # b's validity ended at 3.0
+        sgrant(2.0, "w4", "e", 1.5),  # valid for nothing: an empty window holds nothing
+    ]
+    verdict = semaphore_limit(history, limit=2)
+    assert verdict.ok, verdict
+    assert verdict.counts == {"grants": 5, "most_at_once": 2, "excess": 0}
+
+
+def test_semaphore_limit_catches_a_third_holder_on_other_majorities() -> None:
+    # {A,B}, {B,C}, {A,C}: what per-node counting admits under a limit of two.
+    history = [
+        sgrant(0.0, "w1", "a", 5.0),
+        sgrant(1.0, "w2", "b", 5.0),
+        sgrant(2.0, "w3", "c", 3.0),
+        sgrant(4.0, "w4", "d", 6.0),  # a third again (w3's window has ended)
+    ]
+    verdict = semaphore_limit(history, limit=2)
+    assert not verdict.ok
+    assert verdict.counts == {"grants": 4, "most_at_once": 3, "excess": 2}
+    assert "w3 (sem-acquire token 'c')" in verdict.violations[0]
+    assert "holder 3 of a limit of 2" in verdict.violations[0]
+    assert "w1 (sem-acquire" in verdict.violations[0]
+    assert "w2 (sem-acquire" in verdict.violations[0]
+    assert semaphore_limit(history, limit=3).ok
+
+
+def test_semaphore_limit_counts_per_key_and_only_semaphore_grants() -> None:
+    history = [
+        sgrant(0.0, "w1", "a", 5.0),
+        grant(0.0, "w2", "b", 5.0),  # a plain lock grant: not a semaphore holder
+        Event(1.0, "w3", "ok", "sem-acquire", "other", "c", valid_until=5.0),
+    ]
+    assert semaphore_limit(history, limit=1).ok
 
 
 # -- lost updates ------------------------------------------------------------

@@ -171,7 +171,14 @@ async def run(config: dict[str, Any]) -> None:
             kind = "write" if rng.random() < config.get("write_share", 0.3) else "read"
             if config.get("writer_tasks"):  # dedicated writers and readers
                 kind = "write" if index < config["writer_tasks"] else "read"
-        op = {"exclusive": "acquire", "read": "read-acquire", "write": "write-acquire"}[kind]
+        if workload == "semaphore":
+            kind = "semaphore"
+        op = {
+            "exclusive": "acquire",
+            "read": "read-acquire",
+            "write": "write-acquire",
+            "semaphore": "sem-acquire",
+        }[kind]
         options: dict[str, Any] = {
             "ttl": ttl,
             "auto_extend": workload == "renew",
@@ -181,6 +188,9 @@ async def run(config: dict[str, Any]) -> None:
         if workload == "rw":
             rw = redlock.rwlock(key)
             lock: Lock = rw.read(**options) if kind == "read" else rw.write(**options)
+        elif workload == "semaphore":
+            # Holders only claim their windows (semaphore_limit judges them).
+            lock = redlock.semaphore(key, config["limit"], **options)
         else:
             lock = redlock.lock(key, cancel_on_lost=workload == "renew", **options)
         record("invoke", op, key=key)

@@ -123,6 +123,32 @@ def test_multilock_takes_every_name_or_none(redis_nodes: RedisNodes) -> None:
     assert no_keys_left(redis_nodes)
 
 
+def test_semaphore_lets_limit_threads_in(redis_nodes: RedisNodes) -> None:
+    with Redlock(redis_nodes.urls) as redlock:
+        inside: list[int] = []
+        most = [0]
+        guard = threading.Lock()
+
+        def worker() -> None:
+            for _ in range(3):
+                with redlock.semaphore("exports", 2, ttl=5.0) as held:
+                    assert held.held
+                    with guard:
+                        inside.append(1)
+                        most[0] = max(most[0], len(inside))
+                    time.sleep(0.01)
+                    with guard:
+                        inside.pop()
+
+        threads = [threading.Thread(target=worker) for _ in range(5)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert 1 <= most[0] <= 2  # never three at once
+    assert no_keys_left(redis_nodes)
+
+
 def test_adopt_a_grant_made_in_another_thread(redis_nodes: RedisNodes) -> None:
     with Redlock(redis_nodes.urls) as redlock:
         lock = redlock.lock("handed", ttl=5.0, auto_extend=False)

@@ -25,6 +25,7 @@ def test_export_list_is_pinned() -> None:
         "Redlock",
         "RedlockConfig",
         "RedlockError",
+        "SemaphoreLock",
         "Votes",
         "WriteLock",
         "__version__",
