@@ -8,12 +8,16 @@ imported by the library; it only patches it inside that worker process.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from collections.abc import Callable, Sequence
 
-from redlock_async import _acquire, _batch, _commands, _rwlock, _scripts, _semaphore
-from redlock_async._engine import Script, _engine, _tally
+from redlock_async import _acquire, _batch, _commands, _redlock, _rwlock, _scripts, _semaphore
+from redlock_async._commands import ExclusiveCommands
+from redlock_async._engine import Engine, Script, _engine, _tally
+from redlock_async._grant import Grant
+from redlock_async._lock import Lock
 
 __all__ = ["MUTANTS", "apply"]
 
@@ -131,6 +135,21 @@ def _semaphore_counts_per_node() -> None:
     _set(_semaphore, "agreed_slot", per_node)
 
 
+def _adopt_without_confirmation() -> None:
+    # A handed-over token held at once, its extend sent but never judged: a
+    # grant that expired or was taken meanwhile is "adopted" all the same.
+    async def adopt(lock: Lock, commands: ExclusiveCommands, engine: Engine, token: str) -> Lock:
+        raw = token.encode()
+        ttl = lock.options.ttl
+        now = engine.clock()
+        tally = engine.fanout(commands.extend(raw, ttl))
+        lock._hold(Grant(raw, ttl, now + ttl * 0.9, tally, None, now), asyncio.current_task())
+        lock._adopted = True
+        return lock
+
+    _set(_redlock, "adopt", adopt)
+
+
 MUTANTS: dict[str, Callable[[], None]] = {
     "quorum-n2": _quorum_of_half,
     "validity-ignores-elapsed": _validity_ignoring_elapsed,
@@ -143,6 +162,7 @@ MUTANTS: dict[str, Callable[[], None]] = {
     "fence-before-write-back": _fence_without_write_back,
     "reader-ignores-waiting-writer": _reader_ignores_waiting_writer,
     "semaphore-counts-per-node": _semaphore_counts_per_node,
+    "adopt-without-confirmation": _adopt_without_confirmation,
 }
 
 

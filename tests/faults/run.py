@@ -53,7 +53,7 @@ ACL_ARGS = ("--user", ACL_USER[0], "on", f">{ACL_USER[1]}", "~*", "&*", "+@all",
 @dataclass(frozen=True)
 class Schedule:
     name: str
-    workload: str  # counter | fenced | rw | renew | multi | semaphore
+    workload: str  # counter | fenced | rw | renew | multi | semaphore | handoff
     duration: float = 8.0
     faults: tuple[Fault, ...] = ()
     workers: int = 3
@@ -394,7 +394,7 @@ def judge(
         verdicts["writer_starvation"] = writer_starvation(events, bound=schedule.duration / 2)
     if schedule.workload == "semaphore":
         verdicts["semaphore_limit"] = semaphore_limit(events, schedule.limit)
-    if schedule.workload == "counter":
+    if schedule.workload in ("counter", "handoff"):
         verdicts["no_lost_updates"] = no_lost_updates(events)
     if schedule.workload == "fenced":
         verdicts["fencing_order"] = fencing_order(events)

@@ -117,6 +117,26 @@ IN_MODEL: tuple[Schedule, ...] = (
         ),
     ),
     Schedule(
+        # Grants handed between processes: taken by one Redlock, the token
+        # passed on after up to 1.5 ttl, adopted by another (its own
+        # connections), which increments the counter and releases. Adopting
+        # a grant that expired or was taken meanwhile must fail; one that
+        # succeeds must exclude everyone (mutual exclusion, no lost update)
+        # under a minority of faulty nodes.
+        "handoff-adopt",
+        "handoff",
+        duration=6.0,
+        tasks=5,
+        ttl=0.6,
+        hold=(0.0, 0.05),
+        acquire_timeout=1.5,
+        faults=(
+            Fault(at=1.0, kind="pause-node", duration=0.8, nodes=(1,)),
+            Fault(at=2.5, kind="kill-node", duration=1.0, nodes=(2,)),
+            Fault(at=4.0, kind="partition", duration=1.0, nodes=(0, 3), workers=(1,)),
+        ),
+    ),
+    Schedule(
         # Multilocks over overlapping sets of four names (and plain locks on
         # one), each set in a shuffled order: per-name mutual exclusion, no
         # deadlock (liveness), under a minority of nodes faulty at a time.
@@ -301,6 +321,7 @@ MUTANT_SCHEDULES: dict[str, Schedule] = {
     ),
     # Last: the seeds of the mutants above stay what they were.
     "semaphore-counts-per-node": _SEMAPHORE,
+    "adopt-without-confirmation": next(s for s in IN_MODEL if s.name == "handoff-adopt"),
 }
 
 # The every-CI tier: a few in-model schedules, the out-of-model detections,
@@ -318,6 +339,7 @@ SMOKE: tuple[str, ...] = (
     "client-wall-clock-jumps",
     "multilock-overlapping-names",
     "semaphore-bridges",
+    "handoff-adopt",
 )
 
 

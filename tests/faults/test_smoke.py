@@ -2,7 +2,7 @@
 
 In-model schedules must show no safety violation; out-of-model ones must be
 caught by the checker named for them; and the planted bugs (mutants) must be
-caught, at least 8 of the 10, each compared with the unmutated library on the
+caught, at least 8 of the 12, each compared with the unmutated library on the
 same schedule and seed. The full campaign is ``nox -s chaos``.
 """
 

@@ -127,7 +127,7 @@ async def run(config: dict[str, Any]) -> None:
                 await resource.set("counter", value + 1)
                 record("ok", "increment", key=key, token=token, value=value + 1)
             return
-        if workload in ("counter", "fenced") and lock.valid_for > 0:
+        if workload in ("counter", "fenced", "handoff") and lock.valid_for > 0:
             gap = config.get("gap", 0.002)
             if workload == "fenced":
                 assert fence is not None
@@ -267,6 +267,50 @@ async def run(config: dict[str, Any]) -> None:
                 await lock.release()
             except (RedlockError, LockLost) as exc:
                 record("fail", "release", key=names[0], token=token, detail=type(exc).__name__)
+
+    # The handoff workload's second Redlock: its own connections, as the
+    # process a grant is handed to (a background job) would have.
+    adopter = new_redlock() if workload == "handoff" else None
+
+    async def handoff_grant() -> None:
+        # Taken here, its token handed on (after a while: sometimes longer
+        # than the ttl, when adopting must fail), adopted by the other
+        # Redlock, which increments the counter under it and releases it.
+        # Each holder's window is recorded: the taker's ends at the handoff.
+        assert adopter is not None
+        lock = redlock.lock(key, ttl=ttl, auto_extend=False)
+        record("invoke", "acquire", key=key)
+        try:
+            ok = await lock.acquire(timeout=config.get("acquire_timeout", 1.0))
+        except RedlockError as exc:
+            record("fail", "acquire", key=key, detail=str(exc)[:200])
+            return
+        if not ok:
+            record("fail", "acquire", key=key, detail="timeout")
+            return
+        token = lock.token
+        assert token is not None
+        record("ok", "acquire", key=key, token=token, valid_until=time.monotonic() + lock.valid_for)
+        await asyncio.sleep(rng.uniform(0.0, 1.5 * ttl))  # the hand-over takes its time
+        record("release", "acquire", key=key, token=token)  # the taker is done with it
+        record("invoke", "acquire", key=key, token=token, detail="adopt")
+        try:
+            adopted = await adopter.adopt(key, token, ttl=ttl, auto_extend=False)
+        except RedlockError as exc:  # LockNotOwned (expired, taken), QuorumUnavailable
+            record("fail", "acquire", key=key, token=token, detail=f"adopt: {exc}"[:200])
+            return
+        record("ok", "acquire", key=key, token=token,
+               valid_until=time.monotonic() + adopted.valid_for, detail="adopted")  # fmt: skip
+        holding.add(token)
+        try:
+            await critical_section(adopted, token, None)
+        finally:
+            holding.discard(token)
+            record("release", "acquire", key=key, token=token)
+            try:
+                await adopted.release()
+            except (RedlockError, LockLost) as exc:
+                record("fail", "release", key=key, token=token, detail=type(exc).__name__)
 
     async def renewed_hold(lock: Lock, token: str) -> None:
         # Long holds, renewed in the background: the nemesis takes the majority
@@ -449,6 +493,8 @@ async def run(config: dict[str, Any]) -> None:
         while time.monotonic() < deadline:
             if workload == "multi":
                 await multi_grant()
+            elif workload == "handoff":
+                await handoff_grant()
             else:
                 await (chaos_grant() if chaotic else one_grant(index))
             await asyncio.sleep(rng.uniform(0, config.get("think", 0.01)))
@@ -490,6 +536,8 @@ async def run(config: dict[str, Any]) -> None:
                 record("held", "abandoned", key=key, token=_token(lock),
                        detail=f"cancelled at {cancelled_at:.3f}")  # fmt: skip
         await redlock.aclose()
+        if adopter is not None:
+            await adopter.aclose()
         await resource.aclose()
         for client in clients:
             await client.aclose()
