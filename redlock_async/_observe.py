@@ -28,7 +28,17 @@ import time
 from collections.abc import Mapping
 from typing import Any, Final
 
-__all__ = ["LOCK", "NODE", "RATE", "RENEWAL", "Telemetry", "debug", "telemetry", "warn"]
+__all__ = [
+    "LOCK",
+    "NODE",
+    "RATE",
+    "RENEWAL",
+    "Telemetry",
+    "debug",
+    "reset_limits",
+    "telemetry",
+    "warn",
+]
 
 LOCK: Final = logging.getLogger("redlock_async.lock")
 NODE: Final = logging.getLogger("redlock_async.node")
@@ -65,6 +75,11 @@ class _Limiter:
 
 
 _LIMITER = _Limiter()
+
+
+def reset_limits() -> None:
+    """Forget every rate limit (for tests: each starts as a fresh process would)."""
+    _LIMITER._seen.clear()
 
 
 def _extra(fields: Mapping[str, object]) -> dict[str, object]:

@@ -17,6 +17,7 @@ import pytest
 import redis.asyncio
 
 from redlock_async import Redlock
+from redlock_async._observe import reset_limits
 from redlock_async.testing import RedisNode, RedisNodes
 
 from ._loops import LOOPS, LoopFactory
@@ -40,6 +41,13 @@ def pytest_asyncio_loop_factories(
     """Each async test once per loop: the library must work on asyncio's and uvloop's."""
     chosen: list[str] | None = config.getoption("loop")
     return {name: LOOPS[name] for name in chosen} if chosen else LOOPS
+
+
+@pytest.fixture(autouse=True)
+def _fresh_warning_limits() -> None:
+    """The library rate-limits its warnings per process (docs/observability.md): each
+    test starts as a fresh process would, whatever the tests before it logged."""
+    reset_limits()
 
 
 @pytest.fixture(params=["resp", "redis-py"])

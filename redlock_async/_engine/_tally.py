@@ -141,6 +141,7 @@ class Tally:
         if replies[index] is not PENDING:
             return  # never count a node twice
         watches = self.watches
+        answer = reply
         if watches is not None:
             # Restart quarantine, applied here for every driver (_restarts.py):
             # a restarted or unwatchable node's yes to a granting script fails
@@ -160,7 +161,8 @@ class Tally:
                 if self.resend_until and self.command is not None:
                     self.group.resend(self, index, reply)
                 on_error = self.group.on_error
-                if on_error is not None and reply is not SKIPPED:
+                # Not a quarantined yes (the node answered; _restarts.py says why).
+                if on_error is not None and reply is answer and reply is not SKIPPED:
                     on_error(index, reply)
             self._no_short -= 1
             if not self._no_short and not self.decided.done():
