@@ -59,15 +59,36 @@ async def acquire(engine: Engine, name: str, call: Awaitable[_T], granted: type)
 
 async def release(engine: Engine, name: str, grant: Grant, call: Awaitable[None]) -> None:
     """Await ``call`` (the release), reporting it and how long the grant was held."""
-    telemetry = engine.telemetry
-    span = telemetry.start("release", name) if telemetry is not None else None
     held = engine.clock() - grant.since if grant.since else None
+    # A cancelled release went out all the same (see Lock.release).
+    await _reported(engine, "release", name, call, "released", held)
+
+
+async def extend(engine: Engine, name: str, call: Awaitable[_T]) -> _T:
+    """Await ``call`` (an explicit ``extend()``), reporting how it ended."""
+    return await _reported(engine, "extend", name, call, "extended", None)
+
+
+async def _reported(
+    engine: Engine,
+    operation: str,
+    name: str,
+    call: Awaitable[_T],
+    success: str,
+    held: float | None,
+) -> _T:
+    """Await ``call`` under span ``redlock.<operation>``; its outcome (``success``, an
+    error's type, ``cancelled``) to the span and a DEBUG record; ``held``: the grant's
+    hold time, to the ``redlock.hold.duration`` histogram."""
+    telemetry = engine.telemetry
+    span = telemetry.start(operation, name) if telemetry is not None else None
     outcome = "error"
     try:
-        await call
-        outcome = "released"
+        result = await call
+        outcome = success
+        return result
     except asyncio.CancelledError:
-        outcome = "cancelled"  # the release went out all the same (see Lock.release)
+        outcome = "cancelled"
         raise
     except Exception as exc:
         outcome = type(exc).__name__
@@ -78,30 +99,8 @@ async def release(engine: Engine, name: str, grant: Grant, call: Awaitable[None]
                 telemetry.released(name, held)
             telemetry.end(span, outcome)
         if LOCK.isEnabledFor(logging.DEBUG):
-            debug(LOCK, f"release of {name!r}: {outcome}", name=name, outcome=outcome,
+            debug(LOCK, f"{operation} of {name!r}: {outcome}", name=name, outcome=outcome,
                   elapsed=held)  # fmt: skip
-
-
-async def extend(engine: Engine, name: str, call: Awaitable[_T]) -> _T:
-    """Await ``call`` (an explicit ``extend()``), reporting how it ended."""
-    telemetry = engine.telemetry
-    span = telemetry.start("extend", name) if telemetry is not None else None
-    outcome = "error"
-    try:
-        result = await call
-        outcome = "extended"
-        return result
-    except asyncio.CancelledError:
-        outcome = "cancelled"
-        raise
-    except Exception as exc:
-        outcome = type(exc).__name__
-        raise
-    finally:
-        if telemetry is not None:
-            telemetry.end(span, outcome)
-        if LOCK.isEnabledFor(logging.DEBUG):
-            debug(LOCK, f"extend of {name!r}: {outcome}", name=name, outcome=outcome)
 
 
 def lost(engine: Engine, name: str, grant: Grant, message: str) -> None:
