@@ -205,6 +205,7 @@ class Lock(LockState):
         return await self._extend(ttl)
 
     async def _extend(self, ttl: float | None) -> None:
+        self._engine.loop()  # a grant of another loop or of the parent is orphaned first
         grant = self._require_grant()
         engine = self._engine
         drift_factor = engine.config.drift_factor
@@ -244,6 +245,10 @@ class Lock(LockState):
         the first await, so a cancelled release still releases (nodes whose
         connection fails get it again until the key would have expired).
         """
+        # On a new loop, or in a forked child: the grants of the old one are
+        # orphaned first (lost, never released from here - in a child they
+        # are the parent's), so this raises for them rather than releasing.
+        self._engine.loop()
         grant = self._grant or self._require_grant()  # raises when not held
         # No waiting for a renewal in flight: the grant is forgotten first
         # (its outcome is then ignored), and a renewal that lands after the

@@ -156,11 +156,21 @@ def test_ctrl_c_just_after_the_grant_gives_it_back(redis_nodes: RedisNodes) -> N
     assert no_keys_left(redis_nodes)
 
 
-def _child(redlock: Redlock, parent_lock: Lock, write: int) -> None:
-    """In the forked child: lock on its own loop thread, report, exit without cleanup."""
+def _child(redlock: Redlock, parent_lock: Lock, write: int, release_first: bool) -> None:
+    """In the forked child: lock on its own loop thread, report, exit without cleanup.
+
+    ``release_first``: the child's first call is the parent's lock's release
+    (leaving a ``with`` block it inherited): it must not release the parent's grant.
+    """
     code = 1
     try:
         report: dict[str, object] = {}
+        if release_first:
+            try:
+                parent_lock.release()
+                report["released_the_parents"] = True
+            except LockLost:
+                report["released_the_parents"] = False
         with redlock.lock("child", ttl=5.0) as lock:
             report["child_held"] = lock.held
             report["parent_lock_lost_here"] = parent_lock.lost
@@ -175,7 +185,10 @@ def _child(redlock: Redlock, parent_lock: Lock, write: int) -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-def test_after_fork_the_child_starts_its_own_loop_thread(redis_nodes: RedisNodes) -> None:
+@pytest.mark.parametrize("release_first", [False, True])
+def test_after_fork_the_child_starts_its_own_loop_thread(
+    redis_nodes: RedisNodes, release_first: bool
+) -> None:
     with Redlock(redis_nodes.urls) as redlock:
         parent_lock = redlock.lock("parent", ttl=5.0)
         assert parent_lock.acquire()  # the parent's loop thread runs, and holds a grant
@@ -185,7 +198,7 @@ def test_after_fork_the_child_starts_its_own_loop_thread(redis_nodes: RedisNodes
             warnings.simplefilter("ignore", DeprecationWarning)
             pid = os.fork()
         if pid == 0:
-            _child(redlock, parent_lock, write)
+            _child(redlock, parent_lock, write, release_first)
         os.close(write)
         deadline = time.monotonic() + 60.0  # a liveness bound: a hung child fails the test
         while (done := os.waitpid(pid, os.WNOHANG))[0] == 0:
@@ -199,7 +212,14 @@ def test_after_fork_the_child_starts_its_own_loop_thread(redis_nodes: RedisNodes
         assert os.waitstatus_to_exitcode(done[1]) == 0, report
         # The child locked on its own; the parent's grant was not the child's,
         # and the child's close() did not release it.
-        assert report == {"child_held": True, "parent_lock_lost_here": True, "parent_locked": True}
+        expected: dict[str, object] = {
+            "child_held": True,
+            "parent_lock_lost_here": True,
+            "parent_locked": True,
+        }
+        if release_first:
+            expected["released_the_parents"] = False  # LockLost: it was the parent's
+        assert report == expected
         assert parent_lock.held
         assert not parent_lock.lost
         assert redlock.locked("parent")
