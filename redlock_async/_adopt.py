@@ -36,9 +36,13 @@ _TOKEN = re.compile(r"[0-9a-f]{40}")
 def check_token(token: object) -> bytes:
     """A token as ``lock.token`` gives it (40 lowercase hex characters), as bytes."""
     if not isinstance(token, str) or not _TOKEN.fullmatch(token):
-        shown = repr(token) if isinstance(token, str | bytes) and len(token) <= 60 else "it"
+        if isinstance(token, str | bytes) and len(token) <= 60:
+            shown = repr(token)
+        else:
+            shown = f"an object of type {type(token).__name__}"
         raise ConfigurationError(
-            f"token must be a lock's token as lock.token gives it (40 hex characters), not {shown}"
+            f"token must be a lock's token as lock.token gives it (a str of 40 hex "
+            f"characters), not {shown}"
         )
     return token.encode("ascii")
 
@@ -70,7 +74,10 @@ async def adopt(lock: Lock, commands: ExclusiveCommands, engine: Engine, token: 
         )
     if tally.no > tally.n - tally.quorum:
         raise LockNotOwned(
-            f"lock {name!r}: a quorum of nodes no longer holds that token", tally.errors()
+            f"lock {name!r}: a quorum of nodes no longer holds that token (released, "
+            "expired or taken over; adopt() takes the tokens of plain locks only, not "
+            "of read-write locks, semaphores or multilocks)",
+            tally.errors(),
         )
     raise QuorumUnavailable(
         f"lock {name!r}: too few nodes answered to adopt the grant "

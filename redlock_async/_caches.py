@@ -11,8 +11,10 @@ import contextlib
 
 from ._commands import ExclusiveCommands
 from ._config import LockOptions, check_ttl
+from ._errors import ConfigurationError
 from ._keys import KeyLayout, check_name
 from ._lock import OnLost
+from ._timing import validity
 
 __all__ = ["CommandsCache", "OptionsCache"]
 
@@ -78,6 +80,13 @@ class OptionsCache:
             )
             # LockOptions cannot know the drift factor; cached options passed this.
             check_ttl("ttl", options.ttl, self._drift_factor)
+            best = validity(options.ttl, 0.0, 0.0, self._drift_factor)  # granted in no time
+            if options.min_validity >= best:
+                raise ConfigurationError(
+                    f"min_validity={options.min_validity!r} can never be met: a grant of "
+                    f"ttl={options.ttl!r} is valid for at most {best:.3f}s (ttl less the "
+                    "drift allowance)"
+                )
             if cacheable and len(self._options) < _MAX_OPTIONS:
                 with contextlib.suppress(TypeError):
                     self._options[spec] = options

@@ -178,6 +178,9 @@ class Telemetry:
         self._hold_duration.record(held, attributes)
 
     def node_error(self, node: str, error: BaseException) -> None:
+        # A client passed in is named "<url>#<id>": the id changes with every
+        # process, and one series per process start is unbounded cardinality.
+        node = node.partition("#")[0]
         self._node_errors.add(1, {"node": node, "error": type(error).__name__})
 
 

@@ -45,11 +45,17 @@ async def not_acquired(
         return LockBusy(message + waited, errors, attempts, count), errors
     answered = tally.yes + tally.no
     if answered >= tally.quorum and not tally.no:
-        reason = "a quorum granted it, too late to leave the validity required (slow nodes?)"
+        # Every vote was in time for the nodes, not for the caller's validity.
+        message = (
+            f"lock {name!r}: a quorum granted it, but too slowly: less validity was "
+            f"left than required (ttl less elapsed time and drift, against min_validity)"
+        )
     else:
-        reason = f"{answered} of {tally.n} nodes answered, {tally.quorum} needed"
-    message = f"lock {name!r}: too few nodes answered to decide: {reason}{waited}"
-    return QuorumUnavailable(message, errors, attempts, count), errors
+        message = (
+            f"lock {name!r}: too few nodes answered to decide: {answered} of {tally.n} "
+            f"nodes answered, {tally.quorum} needed"
+        )
+    return QuorumUnavailable(message + waited, errors, attempts, count), errors
 
 
 def votes(tally: Tally) -> Votes:

@@ -18,7 +18,7 @@ import asyncio
 import secrets
 import weakref
 from collections.abc import Callable
-from typing import Unpack
+from typing import NoReturn, Unpack
 
 from ._commands import FairEntry, clean_first_try, fair_acquire, fair_leave
 from ._config import LockOptions
@@ -65,6 +65,19 @@ class RWLock:
     @property
     def name(self) -> str:
         return self._name
+
+    def __aenter__(self) -> NoReturn:
+        raise TypeError(
+            "an RWLock is not a lock itself: use `async with rw.read(...)` (shared) or "
+            "`async with rw.write(...)` (exclusive)"
+        )
+
+    def __aexit__(self, *exc_info: object) -> None:  # pragma: no cover - __aenter__ raises
+        pass
+
+    # `with rw:` too: the same mistake, the same answer.
+    __enter__ = __aenter__
+    __exit__ = __aexit__
 
     def __repr__(self) -> str:
         return f"<RWLock {self._name!r}>"

@@ -106,6 +106,8 @@ class Restarts:
         # An exception: INFO was refused; a str: it answered without the fields.
         self._cause = error if isinstance(error, BaseException) else None
         fix = "see" if self._cause is None else "grant the ACL user +info, see"
+        if "NOAUTH" in str(error) or "WRONGPASS" in str(error):
+            fix = "the login failed (check the URL's user and password), see"
         self._blind = f"{self._name}: restart detection needs INFO ({error}); {fix} {_DOCS}"
         self.until = math.inf
         if fresh:

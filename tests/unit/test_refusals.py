@@ -88,7 +88,7 @@ def test_a_grant_too_late_to_be_valid_is_unavailable() -> None:
     c.script(ACQUIRE.name, Late(1, 0.995))  # every yes arrives too late to leave validity
     error = enter(c, timeout=0, ttl=1.0, auto_extend=False)
     assert type(error) is QuorumUnavailable
-    assert "too late" in str(error)
+    assert "too slowly" in str(error)
 
 
 # -- self-deadlock -----------------------------------------------------------
@@ -267,3 +267,24 @@ def test_limits_are_validated() -> None:
         with pytest.raises(ConfigurationError, match="min_validity"):
             LockOptions(ttl=30.0, min_validity=bad_floor)  # type: ignore[arg-type]
     assert LockOptions(max_attempts=1, min_validity=29.9).max_attempts == 1
+
+
+def test_a_min_validity_no_grant_can_meet_is_refused_at_once() -> None:
+    from redlock_async import ConfigurationError, Redlock
+
+    redlock = Redlock(["redis://127.0.0.1:1/0"])  # nothing connects until a command
+    with pytest.raises(ConfigurationError, match=r"min_validity=0\.99 can never be met"):
+        redlock.lock("job", ttl=1.0, min_validity=0.99)  # at most 1 - 0.012 s
+    assert redlock.lock("job", ttl=1.0, min_validity=0.98).options.min_validity == 0.98
+
+
+def test_async_with_on_an_rwlock_says_to_pick_a_view() -> None:
+    c = Cluster()
+
+    async def main() -> str:
+        with pytest.raises(TypeError) as raised:
+            async with c.rwlock():  # type: ignore[misc]
+                pytest.fail("entered")
+        return str(raised.value)
+
+    assert "rw.read(...)" in run(main(), c.clock)
