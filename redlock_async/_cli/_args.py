@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ._exit import EX_TEMPFAIL, EXIT_CODES, STATUS_CODES
 from ._nodes import DEFAULT_URL
@@ -77,24 +77,23 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1: {text!r}")
-    return value
+def _whole(low: int, high: int | None, says: str) -> Callable[[str], int]:
+    """An argparse type: a whole number in [low, high]; ``says`` words the range."""
+
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be {says}: {text!r}")
+        return value
+
+    return convert
 
 
-def _exit_code(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 0 <= value <= 255:
-        raise argparse.ArgumentTypeError(f"must be 0..255: {text!r}")
-    return value
+_positive_int = _whole(1, None, ">= 1")
+_exit_code = _whole(0, 255, "0..255")
 
 
 def _codes(codes: dict[int, str]) -> str:
