@@ -238,3 +238,38 @@ def test_split_release_and_extend_touch_only_keys_still_ours() -> None:
     node = Node({KEYS[0]: b"t", KEYS[1]: b"other", KEYS[2]: b"t"})
     assert drive(split(commands().extend(b"t", 1.0)).split(node)) == 0
     assert [keys for _, keys in node.calls] == [(KEYS[0],), (KEYS[1],)]  # stops at the refusal
+
+
+# -- self-deadlock -------------------------------------------------------------
+
+
+def test_a_task_waiting_for_a_multilock_over_a_name_it_holds_is_refused_at_once() -> None:
+    from redlock_async import RedlockError
+    from redlock_async._scripts import ACQUIRE
+
+    c = Cluster()
+    c.script(ACQUIRE.name, 1)
+    c.script(MULTI_ACQUIRE.name, 1)
+    c.script(RELEASE.name, 1)
+    c.script(MULTI_RELEASE.name, 1)
+
+    async def main() -> list[str]:
+        said = []
+        async with c.lock("b"):
+            c.script(MULTI_ACQUIRE.name, 0)  # "b" is taken on the nodes: it would wait for ever
+            with pytest.raises(RedlockError, match="'b': this task already holds it") as one:
+                await multilock(c, ["a", "b"], timeout=None).acquire()
+            said.append(str(one.value))
+        c.script(MULTI_ACQUIRE.name, 1)
+        async with multilock(c, ["a", "b"]):
+            c.script(ACQUIRE.name, 0)
+            with pytest.raises(RedlockError, match="'a': this task already holds it") as two:
+                await c.lock("a", timeout=None).acquire()
+            said.append(str(two.value))
+            assert not await c.lock("a").acquire(blocking=False)  # asking is still fine
+        c.script(ACQUIRE.name, 1)
+        async with c.lock("a", timeout=None):  # released: no longer this task's
+            pass
+        return said
+
+    assert len(run(main(), c.clock)) == 2
