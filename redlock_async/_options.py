@@ -12,7 +12,6 @@ a password written in the wrong place.
 from __future__ import annotations
 
 import inspect
-import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -135,14 +134,8 @@ def parse_options(
     return options
 
 
-# An unknown name is shown when it reads like a misspelt option (lowercase
-# words and underscores): a query of its own could also be a secret pasted in
-# the wrong place, and those are rarely all lowercase letters.
-_SHOWABLE = re.compile(r"[a-z]+(?:_[a-z]+)*")
-
-
 def _refusal(scheme: str, unknown: list[str]) -> str:
-    named = [key for key in unknown if key in OPTION_NAMES or _SHOWABLE.fullmatch(key)]
+    named = [key for key in unknown if key in OPTION_NAMES]
     hidden = len(unknown) - len(named)
     listed = ", ".join([*named, *([f"{hidden} not shown"] if hidden else [])])
     if named and not hidden and scheme != "rediss" and set(named) <= _ACCEPTED["rediss"]:

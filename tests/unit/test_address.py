@@ -315,8 +315,7 @@ def test_a_parameter_the_lean_driver_cannot_honour_routes_the_node_through_redis
         ("rediss://:hunter2@10.9.8.7/0?retry=3", "unsupported parameter(s): retry"),
         ("rediss://:hunter2@10.9.8.7/0?timeout=3", "unsupported parameter(s): timeout"),
         ("rediss://:hunter2@10.9.8.7/0?hunter2=1", "unsupported parameter(s): 1 not shown"),
-        ("redis://:hunter2@10.9.8.7/0?socket_timeout=1&bogus=2", "unsupported parameter(s): bogus"),
-        ("redis://:hunter2@10.9.8.7/0?socket_timeout=1&Bogus9=2", "1 not shown"),
+        ("redis://:hunter2@10.9.8.7/0?socket_timeout=1&bogus=2", "1 not shown"),
     ],
 )
 def test_a_bad_parameter_is_a_clear_error_without_the_password(url: str, says: str) -> None:
