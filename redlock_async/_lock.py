@@ -37,6 +37,7 @@ from ._renewal import Renewals, Renewer
 __all__ = ["UNSET", "Holdings", "Lock", "LockKeywords", "OnLost", "Unset"]
 
 _log = logging.getLogger("redlock_async.lock")
+_debugging = LOCK.isEnabledFor
 
 OnLost = Callable[["Lock"], object]
 
@@ -168,7 +169,8 @@ class Lock(LockState):
         if blocking and limit is None:
             self._holdings.owners.check(self, self._name, self._commands.kind, owner)
         call = _acquire.acquire(self._engine, self._commands, self._options, blocking, limit)
-        if listening(self._engine):  # telemetry on, or DEBUG logs: report it
+        # Telemetry on, or DEBUG logs: report it (inlined: _observed.listening).
+        if self._engine.telemetry is not None or _debugging(logging.DEBUG):
             call = observed.acquire(self._engine, self._name, call, Grant)
         self._acquiring = True
         try:
@@ -185,13 +187,15 @@ class Lock(LockState):
     def _hold(self, grant: Grant, owner: asyncio.Task[object] | None) -> None:
         """Hold ``grant`` (acquired here, or adopted): tracked, and renewed if asked."""
         self._grant = grant
-        self._holdings.owners.took(self, self._name, self._commands.kind, owner)
         if self._loss.error is not None:  # a new grant after a loss: it is history
             self._loss.clear()
         self._errors = _NO_ERRORS
         self._holdings.add(self)
         if self._options.auto_extend:
-            self._renewal().start(grant)
+            renewer = self._renewal()
+            renewer.start(grant)
+            # Only a renewed grant can make a wait for it endless (_owners.py).
+            self._holdings.owners.took(renewer.owner, self._name, self._commands.kind, owner)
 
     async def extend(self, ttl: float | None = None) -> None:
         """Renew the grant to a full ``ttl`` (default: the lock's ttl) from now.
@@ -254,10 +258,11 @@ class Lock(LockState):
         # (its outcome is then ignored), and a renewal that lands after the
         # release finds the key gone - extend.lua never re-creates a key.
         self._drop(grant)
-        tally, expired = send_release(self._engine, self._commands, grant)
-        if listening(self._engine):
+        engine = self._engine
+        tally, expired = send_release(engine, self._commands, grant)
+        if engine.telemetry is not None or _debugging(logging.DEBUG):
             settled = settle_release(self._name, tally, expired)
-            await observed.release(self._engine, self._name, grant, settled)
+            await observed.release(engine, self._name, grant, settled)
         elif not await tally.decided or expired:
             judge_release(self._name, tally, expired)
 

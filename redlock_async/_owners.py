@@ -18,7 +18,7 @@ grant expires, and the wait then succeeds.
 from __future__ import annotations
 
 import asyncio
-import weakref
+from collections.abc import Callable
 from typing import Final, Protocol
 
 from ._errors import RedlockError
@@ -54,7 +54,8 @@ class _Held(Protocol):
 
 
 Task = asyncio.Task[object] | None
-_Entry = tuple["weakref.ref[_Held]", Task]
+Ref = Callable[[], "_Held | None"]  # a weak reference to a lock
+_Entry = tuple[Ref, Task]
 
 
 class Owners:
@@ -66,13 +67,18 @@ class Owners:
         # Weak, like the Holdings set: a held Lock nobody references is let go.
         self._held: dict[tuple[str, bytes], _Entry] = {}
 
-    def took(self, lock: _Held, name: str, kind: bytes, task: Task) -> None:
-        """``lock`` was granted ``name`` in ``task``."""
+    def took(self, ref: Ref, name: str, kind: bytes, task: Task) -> None:
+        """The lock ``ref`` refers to, auto-extended, was granted ``name`` in ``task``.
+
+        Only auto-extended holders are told: a grant that is not renewed
+        expires, so a wait for it ends (``check`` ignores them). ``ref``: the
+        lock's own weak reference (its renewer's), not a new one per grant.
+        """
         if kind in _EXCLUSIVE:
-            self._held[name, kind] = (weakref.ref(lock), task)
+            self._held[name, kind] = (ref, task)
         elif kind == _MULTI:
-            entry = (weakref.ref(lock), task)
-            for key in _plain_keys(lock):
+            entry = (ref, task)
+            for key in _plain_keys(ref()):
                 self._held[key] = entry
 
     def gave_up(self, lock: _Held, name: str, kind: bytes) -> None:
