@@ -72,7 +72,7 @@ async def adopt(lock: Lock, commands: ExclusiveCommands, engine: Engine, token: 
             f"lock {name!r}: adopting took longer than the validity it would give",
             tally.errors(),
         )
-    if tally.no > tally.n - tally.quorum:
+    if tally.refused:
         raise LockNotOwned(
             f"lock {name!r}: a quorum of nodes no longer holds that token (released, "
             "expired or taken over; adopt() takes the tokens of plain locks only, not "

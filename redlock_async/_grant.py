@@ -36,7 +36,7 @@ def judge_extend(
     drift_factor: float,
 ) -> Verdict:
     """Apply one decided extend fan-out (sent at ``started``, to ``ttl``) to ``grant``."""
-    refused = tally.no > tally.n - tally.quorum
+    refused = tally.refused
     left = validity(ttl, started, now, drift_factor) if tally.decided.result() else 0.0
     return apply_votes(grant, left, refused, started, now, ttl, drift_factor)
 

@@ -40,7 +40,7 @@ def judge_release(name: str, tally: Tally, expired: bool) -> None:
         raise LockNotOwned(f"lock {name!r}: its validity had ended before release", tally.errors())
     if tally.decided.result():
         return
-    if tally.no > tally.n - tally.quorum:
+    if tally.refused:
         raise LockNotOwned(
             f"lock {name!r}: fewer than {tally.quorum} nodes still held this grant",
             tally.errors(),

@@ -188,6 +188,11 @@ class Tally:
         return self.quorum - self._yes_short
 
     @property
+    def refused(self) -> bool:
+        """So many nodes refused (answers, not failures) that no quorum can say yes."""
+        return self.no > self.n - self.quorum
+
+    @property
     def settled(self) -> int:
         """Nodes that answered (or failed) so far."""
         return self.n - self.missing
