@@ -124,9 +124,14 @@ class Engine:
         self.closed = True
         self._quorum.close()
 
-    async def drain(self, timeout: float) -> None:
-        """Let fan-outs in flight settle, for ``aclose()`` (see Quorum.drain)."""
-        await self._quorum.drain(timeout)
+    async def drain(self, quiet: float) -> None:
+        """Let fan-outs in flight settle, for ``aclose()`` (see Quorum.drain).
+
+        However long the nodes take to answer what is queued, but no longer
+        than ``quiet`` seconds in which nothing settles, nor than the longest
+        ttl granted: every key a cleanup removes has expired by then.
+        """
+        await self._quorum.drain(quiet, max(quiet, self.ttls.longest))
 
     def _rehome(self) -> None:
         """The fan-outs moved to another event loop, or this is a forked child.
