@@ -184,47 +184,13 @@ class Quorum:
         self._home = loop
         self._home_pid = pid
 
-    async def drain(self, quiet: float, limit: float) -> None:
-        """Wait until no fan-out has replies missing from a node still answering.
+    def idle(self) -> bool:
+        """No fan-out has replies missing from a node still answering (``_drain.py``)."""
+        return not self._due and not any(tally.missing for _, _, tally in self._again)
 
-        For ``aclose()``: attempts in flight decide and send their cleanups,
-        and the cleanups' replies come back, before the connections close
-        (closing a connection throws its unread replies away). A node silent
-        for ``node_timeout`` is not waited for (``Tally.expire`` drops its
-        votes). While the nodes answer, this waits as long as they need: the
-        releases of 100,000 locks held when ``aclose()`` began take seconds,
-        and cutting them short at a fixed time left a third of their keys
-        behind. It returns anyway once no fan-out has moved for ``quiet``
-        seconds (a safety net: votes expire long before that), and after
-        ``limit`` seconds in all.
-        """
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        deadline = now + limit
-        moved = now
-        seen = self._progress()
-        # Polled: aclose() is rare, and a notification would cost every
-        # fan-out a check on the hot path.
-        while now < deadline and now - moved < quiet:
-            if self._idle():
-                # The tasks whose fan-outs just decided take their next step
-                # (a cleanup is a new fan-out) in the next loop iterations.
-                for _ in range(3):
-                    await asyncio.sleep(0)
-                if self._idle():
-                    return
-            await asyncio.sleep(0.005)
-            now = loop.time()
-            progress = self._progress()
-            if progress != seen:
-                seen, moved = progress, now
-
-    def _progress(self) -> tuple[int, int]:
+    def progress(self) -> tuple[int, int]:
         """Changes whenever a fan-out completes or its silent votes expire."""
         return len(self._due), len(self._again)
-
-    def _idle(self) -> bool:
-        return not self._due and not any(tally.missing for _, _, tally in self._again)
 
     def _sweep(self) -> None:
         self._timer = None

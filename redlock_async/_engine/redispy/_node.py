@@ -243,17 +243,25 @@ class RedisPyNode:
         return self._answered
 
     async def aclose(self) -> None:
+        # Commands in flight and waiting (often the releases of the locks
+        # aclose() dropped) land while the node answers: each finished one
+        # starts the next (_start). A node silent for the stall limit gets
+        # no longer: what waits then fails, never sent.
+        while self._tasks:
+            done, _ = await asyncio.wait(
+                set(self._tasks), timeout=self._stall, return_when=asyncio.FIRST_COMPLETED
+            )
+            if not done:
+                break
         backlog, self._backlog = self._backlog, deque()
         for _, sink in backlog:
             error = NodeConnectionError(f"{self._name}: the Redlock is closed")
             sink.settle(self._index, unsent(error))  # never written: nothing to undo
-        if self._tasks:
-            # Give in-flight commands (often cleanup releases) a chance to land.
-            _, pending = await asyncio.wait(set(self._tasks), timeout=self._stall)
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.wait(pending)
+        pending = set(self._tasks)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
         if self._owned:
             await self._client.aclose()
 

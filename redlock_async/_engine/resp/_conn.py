@@ -247,19 +247,34 @@ class Conn(asyncio.Protocol):
         warn(NODE, "stalled", name, message, node=name, outcome="stalled", elapsed=silent)
         self.abort(NodeTimeoutError(f"{name} answered nothing for {silent:.2f}s"))
 
-    async def aclose(self, error: NodeError) -> None:
-        """Close gracefully: what is queued goes out first; aborted with ``error`` after 1 s."""
+    async def aclose(self, error: NodeError, stall: float) -> None:
+        """Close gracefully: what is queued goes out, and its replies are waited
+        for while the node answers (up to ``stall`` s of silence); aborted with
+        ``error`` if the close itself takes over 1 s."""
         if self.transport is None:
             return
         # Fire-and-forget cleanups queued this iteration go out first, and
-        # what waits for room too: the bound was for a connection kept open
-        # (aclose() drained what the nodes still answer before this).
+        # what waits for room too: the bound was for a connection kept open.
         held, out = self.held, self.out
         held.extend(out)
         out.clear()
         if held:
+            if len(held) == len(self.pending):
+                self.busy_since = self.loop.time()  # as in flush
             self.transport.write(b"".join(held))
             held.clear()
+        # Replies are not read once closing starts, and a server answering
+        # into a closed socket may drop what it has not read yet: wait for
+        # them while the node answers (aclose() drained the fan-outs, but a
+        # node's votes time out after node_timeout; it gets the stall limit
+        # here). Polled: closing is rare.
+        started = self.loop.time()
+        while self.pending and self.transport is not None and self.error is None:
+            if self.loop.time() - max(self.busy_since, started) > stall:
+                break
+            await asyncio.sleep(0.005)
+        if self.transport is None:
+            return
         self.transport.close()
         try:
             async with asyncio.timeout(1.0):

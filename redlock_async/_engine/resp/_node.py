@@ -185,8 +185,7 @@ class RespNode:
             error = self._last_error  # down and backing off: fail now, don't queue
         else:
             # However many: a connect (and the handshake behind it) is bounded
-            # by the stall limit, then they go out or fail together (never one
-            # failed for the client's own volume: a release must not be).
+            # by the stall limit, then all go out or fail (never for volume).
             if self._connecting is None:
                 self._connecting = loop.create_task(self._connect(loop))
             self._waiting.append((payload, entry))
@@ -313,9 +312,10 @@ class RespNode:
             self._connecting.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._connecting
-        self._fail_waiting(NodeConnectionError(f"{self.name}: the Redlock is closed"))
+        error = NodeConnectionError(f"{self.name}: the Redlock is closed")
+        self._fail_waiting(error)
         if self._conn is not None:
-            await self._conn.aclose(NodeConnectionError(f"{self.name}: the Redlock is closed"))
+            await self._conn.aclose(error, self._stall)
 
 
 def _start_using(nodes: Sequence[RespNode], script: Script) -> None:
