@@ -248,6 +248,8 @@ class Lock(LockState):
         that they no longer held it, or its validity had already ended;
         LockLost when it had been lost. When failing or slow nodes leave the
         outcome unknown, it logs a warning instead: the keys expire anyway.
+        Volume is no such failure: however many releases are in flight, each
+        is queued and returns once a quorum confirmed it.
 
         Cancellation-safe: the grant is dropped and the release sent before
         the first await, so a cancelled release still releases (nodes whose
