@@ -155,10 +155,8 @@ async def acquire(
                     if deadline is not None:
                         wait = min(wait, deadline - engine.clock())
                     if wait > 0:
-                        line, shared = _line(commands.kind)
-                        subscription = await engine.wake.subscribe(
-                            commands.keys.wake, wait, line=line, shared=shared
-                        )
+                        # The line of this lock (never of another sharing a name).
+                        subscription = await engine.wake.subscribe(commands.waiting(), wait)
                         if subscription.active:
                             # First in line: try once more at once, since a
                             # release before the subscription would be missed.
@@ -193,17 +191,6 @@ async def acquire(
         if stateful or fair is not None:
             for cleanup in commands.attempts_over(last, grant is not None, fair):
                 engine.fanout(cleanup, after=last)
-
-
-def _line(kind: bytes) -> tuple[bytes, bool]:
-    """The line a waiter of ``kind`` joins on its wake channel, and whether it is shared.
-
-    An exclusive lock and a read-write lock of one name share the channel but
-    are different locks: each has its own line. Readers win together.
-    """
-    if kind == b"r:" or kind == b"w:":
-        return b"rw", kind == b"r:"
-    return kind, False
 
 
 def _fair_entry(engine: Engine, commands: Commands) -> FairEntry:

@@ -33,7 +33,7 @@ from typing import Final
 
 from ._commands import FairEntry
 from ._config import LockOptions
-from ._engine import Call, Command, Engine, SplitCommand, Tally
+from ._engine import Call, Command, Engine, SplitCommand, Tally, Waiting
 from ._errors import ConfigurationError
 from ._keys import KeyLayout, check_name
 from ._lock import Holdings, Lock
@@ -65,9 +65,8 @@ def check_names(names: object) -> tuple[str, ...]:
 class MultiCommands:
     """A multilock's commands: every name's exclusive lock key, one token.
 
-    ``keys`` is the first name's layout: its wake channel is the one a
-    waiter listens on (a release of another name is noticed at the next
-    retry, not at once).
+    ``keys`` is the first name's layout. A waiter listens on every name's
+    wake channel, in the line of its whole name set (``waiting``).
     """
 
     __slots__ = ("keys", "locks", "wakes")
@@ -133,6 +132,14 @@ class MultiCommands:
 
     def fence_keys(self) -> tuple[bytes, bytes]:
         raise ConfigurationError("a multilock has no fencing token")
+
+    def waiting(self) -> Waiting:
+        # The line of the whole set, not of its first name: [a, b] waiting for
+        # b must not hold back [a, c] (a free). The keys in sorted order are
+        # the set, and unambiguous joined (each ends in the closing brace of
+        # its hash tag, and names' braces are escaped). Woken by a release
+        # of any name: each may be the one it waits for.
+        return Waiting(_KIND + b"".join(self.locks), self.wakes)
 
     def attempts_begin(self) -> None:
         pass

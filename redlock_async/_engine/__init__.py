@@ -8,7 +8,8 @@ The lock layer imports from here only. What it gets:
   :class:`SplitCommand` also says how a Redis Cluster node runs it, a slot at a time);
 - :class:`Tally` and :func:`is_yes` - the votes of one fan-out;
 - :class:`Subscription` - a waiter's place in its lock's line on a wake
-  channel (``active``: its turn to attempt; ``wait``, ``close``).
+  channel (``active``: its turn to attempt; ``wait``, ``close``), and
+  :class:`Waiting` - which line, heard on which channels (``wake.subscribe``).
 
 Everything that makes it fast (cached loops, hand-built EVALSHA heads,
 pipelined writes, the deadline queue) stays behind these names.
@@ -28,7 +29,7 @@ from ._node import (
 )
 from ._restarts import TtlLedger
 from ._tally import Tally, is_yes, quorum_of
-from ._wake import Subscription
+from ._wake import Subscription, Waiting
 
 __all__ = [
     "SERVER_ID",
@@ -44,6 +45,7 @@ __all__ = [
     "TokenPool",
     "TtlLedger",
     "Unsent",
+    "Waiting",
     "is_yes",
     "quorum_of",
     "stall_limit",

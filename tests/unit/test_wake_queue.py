@@ -15,7 +15,7 @@ from typing import TypeVar
 
 import pytest
 
-from redlock_async._engine._waiters import Line, Subscription
+from redlock_async._engine._waiters import Line, Subscription, Waiting
 from redlock_async._engine._wake import WakeHub
 
 from ._scripted import VirtualClock, run
@@ -75,7 +75,7 @@ def on_loop(main: Callable[[VirtualClock], Awaitable[T]]) -> T:
 
 async def join(hub: WakeHub, kinds: str, line: bytes = RW) -> list[Subscription]:
     """Waiters joining in order: ``r`` a reader (shared), ``w`` exclusive."""
-    return [await hub.subscribe(CHANNEL, line=line, shared=kind == "r") for kind in kinds]
+    return [await hub.subscribe(Waiting(line, (CHANNEL,), shared=kind == "r")) for kind in kinds]
 
 
 def actives(subs: list[Subscription]) -> str:
@@ -271,7 +271,8 @@ def test_random_joins_and_leaves_keep_the_turns_right() -> None:
         promotions = 0
         for _ in range(4000):
             if not line or rng.random() < 0.5:
-                line.append(await hub.subscribe(CHANNEL, line=RW, shared=rng.random() < 0.6))
+                shared = rng.random() < 0.6
+                line.append(await hub.subscribe(Waiting(RW, (CHANNEL,), shared=shared)))
                 continue
             for sub in line:
                 sub.woken = False
