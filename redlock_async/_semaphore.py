@@ -215,8 +215,10 @@ class SemaphoreCommands:
 
     def waiting(self) -> Waiting:
         # One line per semaphore: its name (the channel) and its limit (another
-        # limit is another set of slots).
-        return Waiting(b"s:%d" % self.limit, (self.keys.wake,))
+        # limit is another set of slots). A grant may leave slots free for the
+        # next waiter, which then tries at once (one attempt at a time: no herd).
+        limit = self.limit
+        return Waiting(b"s:%d" % limit, (self.keys.wake,), room=limit > 1)
 
     def attempts_begin(self) -> None:
         pass

@@ -12,7 +12,8 @@ wait, without attempts, until promoted:
 - an active waiter that leaves without a grant (timeout, cancelled, failed)
   may have taken a wake-up with it: the next is promoted and woken at once;
 - one that leaves with a grant: the next is promoted and polls at its retry
-  delay, woken early by that grant's release;
+  delay, woken early by that grant's release - unless the grant may have
+  left room (a semaphore's other slots): then the next is woken at once;
 - a passive waiter leaving from right behind a run of readers lets the
   readers behind it join the run (woken: they never got its wake-ups).
 """
@@ -44,6 +45,8 @@ class Waiting:
     channels, the first name's first); a message on any wakes its active waiters."""
     shared: bool = False
     """A reader: it wins together with the readers next to it."""
+    room: bool = False
+    """A grant may leave room for the next waiter (a semaphore's other slots)."""
 
 
 class Owner(Protocol):
@@ -71,6 +74,7 @@ class Subscription:
         "line",
         "next",
         "prev",
+        "room",
         "shared",
         "woken",
     )
@@ -79,6 +83,7 @@ class Subscription:
         self._owner = owner
         self.channels = waiting.channels
         self.shared = waiting.shared  # a reader: wins together with the readers next to it
+        self.room = waiting.room  # its grant may leave room for the next (a semaphore)
         self.active = False  # makes attempts (it can win now); else waits to be promoted
         self.event = asyncio.Event()  # set to end a wait: woken, promoted or closing
         self.woken = False  # why the event is set: True = attempt now
@@ -204,9 +209,15 @@ class Line:
             sub.active = False
             self.active -= 1
             if self.active == 0:
-                # The next may have missed the wake-up this one took with it,
-                # unless this one won: then it waits for that grant's release.
-                self.promote(sub.hint if not granted else None, not granted)
+                if not granted:
+                    # The next may have missed the wake-up this one took with it.
+                    self.promote(sub.hint, True)
+                else:
+                    # This one won: the next waits for that grant's release,
+                    # unless the grant may have left room (a semaphore's
+                    # other slots, freed together): then it tries them now.
+                    # One attempt at a time still: no herd when none is left.
+                    self.promote(None, sub.room)
         else:
             # A passive waiter gone from right behind a run of readers lets
             # the readers behind it join the run; they never got its wake-ups.

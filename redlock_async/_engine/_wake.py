@@ -21,7 +21,8 @@ promoted. So one release costs one attempt per process, not one per waiter.
 - An active waiter that leaves without a grant (timeout, cancelled, failed)
   may have taken a wake-up with it: the next is promoted and woken at once.
   One that leaves with a grant: the next is promoted and waits for that
-  grant's release (or its own retry delay: the holder may crash).
+  grant's release (or its own retry delay: the holder may crash) - unless
+  the grant may have left room (a semaphore): then it is woken at once.
 - While no node listens on the channel (down, refusing, Redis < 7, the
   connection lost), nobody would be woken: every waiter polls, as without
   wake-ups. A subscription still being made counts as listening; a
