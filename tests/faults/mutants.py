@@ -15,9 +15,10 @@ from collections.abc import Callable, Sequence
 
 from redlock_async import _acquire, _batch, _commands, _redlock, _rwlock, _scripts, _semaphore
 from redlock_async._commands import ExclusiveCommands
-from redlock_async._engine import Engine, Script, _engine, _tally
+from redlock_async._engine import Engine, Script, Waiting, _engine, _tally
 from redlock_async._grant import Grant
 from redlock_async._lock import Lock
+from redlock_async._multilock import MultiCommands
 
 __all__ = ["MUTANTS", "apply"]
 
@@ -150,6 +151,17 @@ def _adopt_without_confirmation() -> None:
     _set(_redlock, "adopt", adopt)
 
 
+def _line_per_first_name() -> None:
+    # Multilock waiters of a process line up by their first name and kind,
+    # heard on that name's channel only (before issue 24): [a, c] waits,
+    # without attempts, behind [a, b] waiting for b, though a and c are free.
+    # A liveness bug, not a safety one: nothing is ever granted twice.
+    def waiting(self: MultiCommands) -> Waiting:
+        return Waiting(self.kind, (self.keys.wake,))
+
+    _set(MultiCommands, "waiting", waiting)
+
+
 MUTANTS: dict[str, Callable[[], None]] = {
     "quorum-n2": _quorum_of_half,
     "validity-ignores-elapsed": _validity_ignoring_elapsed,
@@ -163,6 +175,7 @@ MUTANTS: dict[str, Callable[[], None]] = {
     "reader-ignores-waiting-writer": _reader_ignores_waiting_writer,
     "semaphore-counts-per-node": _semaphore_counts_per_node,
     "adopt-without-confirmation": _adopt_without_confirmation,
+    "line-per-first-name": _line_per_first_name,
 }
 
 
