@@ -10,9 +10,12 @@ from typing import Any
 
 import pytest
 import redis.asyncio
+from redis.asyncio import RedisCluster
+from redis.crc import key_slot
 
 from redlock_async import Redlock
-from redlock_async.testing import AclUser, RedisNode, RedisNodes
+from redlock_async._keys import lock_key
+from redlock_async.testing import AclUser, RedisClusterNodes, RedisNode, RedisNodes
 
 from ..conftest import MakeRedlock, eventually
 
@@ -404,6 +407,33 @@ async def test_a_multilock_is_woken_by_the_release_of_any_of_its_names(
     assert not ab.done()
     await b.release()
     assert await asyncio.wait_for(ab, 10.0)
+
+
+async def test_a_multilock_on_a_cluster_is_woken_by_a_name_in_another_slot(
+    redis_cluster: RedisClusterNodes,
+) -> None:
+    # Each name's channel lives in its name's slot, maybe on another shard:
+    # the waiter subscribes there too.
+    names = ("account:1", "account:2")
+    assert key_slot(lock_key("redlock:", names[0])) != key_slot(lock_key("redlock:", names[1]))
+    host, port = redis_cluster.startup_nodes[0]
+    clients = [RedisCluster(host=host, port=port) for _ in range(2)]
+    try:
+        async with (
+            Redlock([clients[0]]) as other,
+            Redlock([clients[1]], retry_delay=60.0, retry_jitter=0.0) as redlock,
+        ):
+            held = other.lock(names[1], ttl=30.0)
+            assert await held.acquire()
+            waiter = asyncio.ensure_future(redlock.multilock(names, ttl=10.0).acquire(timeout=50.0))
+            assert await in_line(redlock, 1)
+            await asyncio.sleep(1.5)  # subscribed on both shards, past its one more attempt
+            assert not waiter.done()
+            await held.release()
+            assert await asyncio.wait_for(waiter, 10.0)
+    finally:
+        for client in clients:
+            await client.aclose()
 
 
 async def test_a_plain_lock_never_waits_behind_a_multilock_of_its_name(
