@@ -13,13 +13,14 @@ import asyncio
 import gc
 import weakref
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import pytest
 
 from redlock_async import Lock, Redlock, SemaphoreLock
+from redlock_async._batch import extend_many
 from redlock_async._engine import Command
 from redlock_async._keys import KeyLayout
-from redlock_async._scripts import EXTEND_MANY
 from redlock_async.testing import RedisNode, RedisNodes
 
 from ..conftest import MakeRedlock, eventually
@@ -41,6 +42,14 @@ def reader_ms(node: RedisNode, key: bytes, token: bytes) -> int:
     """How long the reader ``token`` has left in the set ``key`` on ``node``, in ms."""
     score = node.client().zscore(key, token)
     return -2 if score is None else int(score) - server_ms(node)
+
+
+class _Target(NamedTuple):
+    """One grant's part of a batched renewal (``_batch.Target``)."""
+
+    kind: bytes
+    key: bytes
+    ttl_ms: int
 
 
 def token_of(lock: Lock) -> bytes:
@@ -185,22 +194,25 @@ async def _everywhere(redlock: Redlock, command: Command) -> Sequence[object]:
 async def test_a_batched_renewal_never_lowers_a_key_or_a_readers_expiry(
     redlock: Redlock, redis_nodes: RedisNodes
 ) -> None:
-    # extend_many.lua, the background renewals' script, run as two copies of
-    # each grant would run it: to 30 s, then to 1 s.
+    # The background renewals' call (extend_many.lua, built as Renewals builds
+    # it), sent as two copies of each grant would send it: to 30 s, then to 1 s.
     lock = redlock.lock("job", ttl=2.0, auto_extend=False)
     reader = redlock.rwlock("job").read(ttl=2.0, auto_extend=False)
     assert await lock.acquire(blocking=False)
     assert await reader.acquire(blocking=False)
-    x, r = token_of(lock), token_of(reader)
+    r = token_of(reader)
     # Every node holds both first (decisions do not wait for the slowest node).
     assert await eventually(
         lambda: all(
             reader_ms(n, JOB.readers, r) > 0 and key_ms(n, JOB.lock) > 0 for n in redis_nodes
         )
     )
+    assert lock._grant is not None
+    assert reader._grant is not None
+    grants = [lock._grant, reader._grant]
     for ttl_ms in (30_000, 1_000):
-        args = (b"x", x, ttl_ms, b"r", r, ttl_ms)
-        replies = await _everywhere(redlock, Command(EXTEND_MANY, (JOB.lock, JOB.readers), args))
+        targets = [_Target(b"x", JOB.lock, ttl_ms), _Target(b"r", JOB.readers, ttl_ms)]
+        replies = await _everywhere(redlock, extend_many(targets, grants))
         assert replies == [[1, 1]] * len(redis_nodes)  # the shorter ask is a yes too
     for node in redis_nodes:
         assert key_ms(node, JOB.lock) > 28_000
