@@ -75,6 +75,8 @@ async def acquire(
     stateful = commands.stateful  # only the read-write views: exclusive locks skip both calls
     # Semaphores only (_semaphore.py): does a quorum's yes agree on one slot?
     agree: Callable[[Tally], Awaitable[bool]] | None = getattr(commands, "agree", None)
+    # Multilocks only (_multilock.py): a mark on their tokens that adopt() can see.
+    prefix: bytes = getattr(commands, "token_prefix", b"")
     if stateful:
         commands.attempts_begin()
     deadline = None if limit is None else engine.clock() + limit
@@ -94,6 +96,8 @@ async def acquire(
             if engine.closing:
                 engine.check_open()  # raises: aclose() has begun
             token = engine.new_token()
+            if prefix:
+                token = prefix + token
             command = commands.acquire(token, options.ttl_ms, options.fencing, fair)
             # Recorded before sending: a node may keep this grant even if the
             # attempt fails here, and a restart seen meanwhile must cover it.

@@ -39,6 +39,9 @@ class Commands(Protocol):
     Optional: ``async agree(tally) -> bool``, asked once a quorum said yes
     to an attempt, whether that yes is a grant (a semaphore's: one slot on a
     quorum, see ``_semaphore.py``). Without it, the quorum's yes is the grant.
+    Optional: ``token_prefix: bytes``, put before every token of the kind's
+    grants (a multilock's ``m:``, so that ``adopt()`` can refuse it, see
+    ``_multilock.py``). Without it, a token is the engine's as it comes.
     """
 
     kind: bytes

@@ -20,6 +20,14 @@ in sorted order, each with the plain lock's script, the node's vote yes only
 if every name was taken, the ones taken undone otherwise (docs/multilock.md:
 N round trips on that node, and a part of the set visible there briefly).
 
+A multilock's token is ``m:`` and the engine's 40 hex characters
+(:data:`TOKEN_PREFIX`), on the nodes as in ``lock.token``. Its keys are the
+plain locks' keys, so without a mark ``adopt()`` would take the token as a
+plain lock of one name, whose release would free that name alone while the
+multilock still reported the whole set held; marked, it is refused before
+anything is sent (``_adopt.check_token``). Hex never contains ``m`` or
+``:``, so no plain token, of this version or an older one, carries the mark.
+
 Not supported: ``fencing=True`` (one token for the set must be above every
 name's counter, and the write-back after disagreeing nodes would have to
 raise them all) and ``fair=True`` (a fair queue is per name): both raise
@@ -40,9 +48,12 @@ from ._lock import Holdings, Lock
 from ._scripts import ACQUIRE, EXTEND, MULTI_ACQUIRE, MULTI_EXTEND, MULTI_RELEASE, RELEASE
 from ._timing import ttl_ms
 
-__all__ = ["MultiCommands", "MultiLock", "check_names"]
+__all__ = ["TOKEN_PREFIX", "MultiCommands", "MultiLock", "check_names"]
 
 _KIND: Final = b"m:"
+
+TOKEN_PREFIX: Final = b"m:"
+"""Before every multilock token: what tells it from a plain lock's (see the module doc)."""
 
 
 def check_names(names: object) -> tuple[str, ...]:
@@ -73,6 +84,7 @@ class MultiCommands:
 
     kind = _KIND
     stateful = False
+    token_prefix = TOKEN_PREFIX
 
     def __init__(self, layouts: Iterable[KeyLayout]) -> None:
         layouts = tuple(layouts)

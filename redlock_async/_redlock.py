@@ -186,10 +186,20 @@ class Redlock(AsyncOnly):
         return Lock(core, self._holdings, name, options, self._commands(name))
 
     async def adopt(self, name: str, token: str, **options: Unpack[LockKeywords]) -> Lock:
-        """Hold the grant ``token`` (a :attr:`Lock.token` from another task or process)
-        on ``name``: confirmed on a quorum by extending it to ``ttl``, and returned as
-        a held :class:`Lock` (keywords of :meth:`lock`). Raises LockNotOwned when a
-        quorum no longer holds that token, QuorumUnavailable when too few answer."""
+        """Hold the grant ``token`` (a plain lock's :attr:`Lock.token` from another task
+        or process) on ``name``: confirmed on a quorum by extending it to ``ttl``, and
+        returned as a held :class:`Lock` (keywords of :meth:`lock`).
+
+        The copy that took the grant and this one are two live copies of it:
+        neither shortens the other's keys (renewals only ever raise an expiry),
+        so each copy's ``held`` and ``valid_for`` are lower bounds; a release
+        by either ends the grant for both, and a renewal by either keeps it
+        alive for both (the copy that stops renewing reports its own validity
+        ending, while the keys live on). Raises LockNotOwned when a quorum no
+        longer holds that token, QuorumUnavailable when too few answer, and
+        ConfigurationError for a string that is not a plain lock's token (a
+        multilock's token included: adopting one of its names would let a
+        release free that name alone)."""
         lock = self.lock(name, **options)
         return await adopt(lock, self._commands(name), self._core, token)
 

@@ -13,7 +13,16 @@ import hashlib
 import time
 from collections.abc import Callable, Sequence
 
-from redlock_async import _acquire, _batch, _commands, _redlock, _rwlock, _scripts, _semaphore
+from redlock_async import (
+    _acquire,
+    _batch,
+    _commands,
+    _multilock,
+    _redlock,
+    _rwlock,
+    _scripts,
+    _semaphore,
+)
 from redlock_async._commands import ExclusiveCommands
 from redlock_async._engine import Engine, Script, Waiting, _engine, _tally
 from redlock_async._grant import Grant
@@ -80,6 +89,66 @@ def _extend_recreates() -> None:
     _set(_rwlock, "EXTEND", broken)
     each = "redis.call('SET', KEYS[i], ARGV[3 * i - 1], 'PX', ARGV[3 * i]) r[i] = 1"
     _set(_batch, "EXTEND_MANY", _script("extend_many", _EACH_KEY % each))
+
+
+def _edited(script: Script, *edits: tuple[str, str]) -> Script:
+    """``script`` with each ``(old, new)`` edit made; fails loudly when ``old`` is gone."""
+    source = script.source.decode()
+    for old, new in edits:
+        assert old in source, f"{script.name}.lua changed: update this mutant"
+        source = source.replace(old, new)
+    return _script(script.name, source, grants=script.grants)
+
+
+# Each renewal script's "only raise" step (issue 24), as a PTTL (or score)
+# comparison around the write: the mutant drops the comparison.
+_RAISE_KEY = (
+    "    if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then\n"
+    "        redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "    end\n",
+    "    redis.call('PEXPIRE', KEYS[1], ARGV[2])\n",
+)
+_RAISE_EACH_KEY = (
+    "    if redis.call('PTTL', KEYS[i]) < ttl then\n"
+    "        redis.call('PEXPIRE', KEYS[i], ARGV[2])\n"
+    "    end\n",
+    "    redis.call('PEXPIRE', KEYS[i], ARGV[2])\n",
+)
+_RAISE_BATCHED_KEY = (
+    "    if redis.call('PTTL', key) < tonumber(ttl) then\n"
+    "        redis.call('PEXPIRE', key, ttl)\n"
+    "    end\n",
+    "    redis.call('PEXPIRE', key, ttl)\n",
+)
+_RAISE_BATCHED_READER = (
+    "    if tonumber(score) < now + ms then\n"
+    "        redis.call('ZADD', key, 'XX', now + ms, token)\n"
+    "    end\n",
+    "    redis.call('ZADD', key, 'XX', now + ms, token)\n",
+)
+_RAISE_READER = (
+    "if tonumber(score) < now + ttl then\n"
+    "    redis.call('ZADD', KEYS[1], 'XX', now + ttl, ARGV[1])\n"
+    "end\n",
+    "redis.call('ZADD', KEYS[1], 'XX', now + ttl, ARGV[1])\n",
+)
+
+
+def _renewal_shortens() -> None:
+    # Every renewal sets the expiry it asks for, lower or not (the scripts
+    # before issue 24): a copy of a grant renewing to a short ttl cuts the
+    # keys of another copy that claims a long one, and once the short one
+    # stops renewing, the name is granted again while the long one holds it.
+    # Every path a renewal takes: extend() and adopt() (extend.lua, through
+    # each kind's module), background renewals (extend_many.lua), multilocks
+    # (multi_extend.lua; extend.lua per key on a Redis Cluster) and readers.
+    extend = _edited(_scripts.EXTEND, _RAISE_KEY)
+    for module in (_commands, _rwlock, _semaphore, _multilock):
+        _set(module, "EXTEND", extend)
+    _set(_multilock, "MULTI_EXTEND", _edited(_scripts.MULTI_EXTEND, _RAISE_EACH_KEY))
+    _set(_rwlock, "READ_EXTEND", _edited(_scripts.READ_EXTEND, _RAISE_READER))
+    batched = _edited(_scripts.EXTEND_MANY, _RAISE_BATCHED_KEY, _RAISE_BATCHED_READER)
+    _set(_batch, "EXTEND_MANY", batched)
 
 
 def _no_rollback() -> None:
@@ -176,6 +245,7 @@ MUTANTS: dict[str, Callable[[], None]] = {
     "semaphore-counts-per-node": _semaphore_counts_per_node,
     "adopt-without-confirmation": _adopt_without_confirmation,
     "line-per-first-name": _line_per_first_name,
+    "renewal-shortens": _renewal_shortens,
 }
 
 
