@@ -55,6 +55,7 @@ MIX: dict[str, Any] = {
     "multi_tasks": 2,
     "rw_tasks": 1,
     "handoff_tasks": 1,
+    "lines_tasks": 1,
     # Plain holds: this share long (seconds, auto-extended), the rest short.
     "long_share": 0.25,
     "long_hold": (0.8, 2.0),
@@ -73,9 +74,10 @@ MIX: dict[str, Any] = {
     # and, while another multilock of the process waits, this share has one
     # more task want the first name and q<worker> at once.
     "probe_share": 0.15,
-    "follow_share": 0.6,
+    "follow_share": 0.3,
     # The volume worker: a one-attempt acquire every stream_every s (at most
-    # stream_cap in flight), and a burst of burst_size of them at burst_at s.
+    # stream_cap in flight), and a burst of burst_size of them at burst_at s
+    # (on the nemesis's clock: Fault.at counts from the same instant).
     # The hoard worker: hoard grants on one node, straight (ttl hoard_ttl),
     # taken over the run and all released in one gather once it is over.
     "stream_every": 0.01,
@@ -142,6 +144,8 @@ class Mixed:
         self.ttl: float = config["ttl"]
         self.started = time.monotonic()
         self.deadline = self.started + config["duration"]
+        # The nemesis's clock: burst_at counts from it, so bursts meet the faults.
+        self.epoch: float = config.get("epoch", self.started)
         self.cancel_share: float = config.get("cancel_share", 0.0)
         index: int = config.get("worker", 0)
         roles = self.mix["roles"]
@@ -311,15 +315,18 @@ class Mixed:
         hold = rng.uniform(*self.mix["long_hold"]) if long else rng.uniform(0.0, 0.05)
         await self.cycle(lock, "lock", name, self.timeout(0.3, 2.0), lambda _: hold)
 
-    async def multi(self, names: tuple[str, ...] | None = None) -> None:
+    async def multi(
+        self, names: tuple[str, ...] | None = None, timeout: float | None = None
+    ) -> None:
         rng = self.rng
-        sets = multi_sets(self.index)
-        names = names or rng.choice(sets)
+        names = names or rng.choice(multi_sets(self.index))
         res = ",".join(names)
         lock = self.redlock.multilock(list(names), ttl=self.ttl, auto_extend=False)
+        if timeout is None:
+            timeout = self.timeout(1.0, 3.0)
         self.multi_waiting += 1
         try:
-            taken = await self.take(lock, "multi", res, self.timeout(1.0, 3.0))
+            taken = await self.take(lock, "multi", res, timeout)
         finally:
             self.multi_waiting -= 1
         if not taken:
@@ -337,6 +344,36 @@ class Mixed:
             await self.probe(names[0], token)
         if await self.hold(lock, "multi", res, token, hold):
             await self.release(lock, "multi", res, token)
+
+    async def lines(self) -> None:
+        """Two multilocks of this process on one first name: each waits for its own names.
+
+        ``[a, p]`` waits while a plain lock here holds ``p`` for a while;
+        then ``[a, q]`` comes, while another plain lock holds ``a`` for a
+        moment, so its first attempt is refused and it waits too. Once ``a``
+        is released, ``a`` and ``q`` are free: ``[a, q]`` must take them at
+        once, not wait behind ``[a, p]`` (issue 24: lines keyed by the first
+        name). The names are this worker's own, so nobody else takes them.
+        """
+        rng = self.rng
+        a, p, q = f"a{self.index}", f"p{self.index}", f"q{self.index}"
+        blocker = self.redlock.lock(p, ttl=self.ttl, auto_extend=True)
+        if not await self.take(blocker, "lock", p, 1.0, cancellable=False):
+            return
+        token = self.granted(blocker, "lock", p, renewed=True)
+        blocked_for = rng.uniform(1.5, 2.5)
+        ends = time.monotonic() + blocked_for
+        waiters = [self.spawn(self.multi((a, p), timeout=blocked_for + 1.0))]
+        await asyncio.sleep(0.2)
+        gate = self.redlock.lock(a, ttl=self.ttl, auto_extend=False)
+        if await self.take(gate, "lock", a, 1.0, cancellable=False):
+            gate_token = self.granted(gate, "lock", a, renewed=False)
+            waiters.append(self.spawn(self.multi((a, q), timeout=rng.uniform(1.2, 1.8))))
+            await asyncio.sleep(0.1)
+            await self.release(gate, "lock", a, gate_token)
+        if await self.hold(blocker, "lock", p, token, ends - time.monotonic()):
+            await self.release(blocker, "lock", p, token)
+        await asyncio.gather(*waiters, return_exceptions=True)
 
     async def probe(self, name: str, token: str) -> None:
         """Hand a held multilock's token to adopt() on one of its names: it must refuse."""
@@ -427,7 +464,7 @@ class Mixed:
             elapsed = time.monotonic() - self.started
             return (math.floor(elapsed / tick) + 1) * tick - elapsed
 
-        await self.cycle(lock, "sem", "s", self.rng.uniform(1.5, 2.5 * tick),
+        await self.cycle(lock, "sem", "s", self.rng.uniform(1.5, 1.5 * tick),
                          lambda _: next_tick(), limit=limit)  # fmt: skip
         await asyncio.sleep(max(0.0, next_tick() - self.mix["sem_lead"]))
 
@@ -467,7 +504,7 @@ class Mixed:
         at = self.mix["burst_at"]
         if at is None:
             return
-        await asyncio.sleep(max(0.0, self.started + at - time.monotonic()))
+        await asyncio.sleep(max(0.0, self.epoch + at - time.monotonic()))
         size: int = self.mix["burst_size"]
         timeout: float = self.mix["burst_timeout"]
         self.record("burst", "acquire", value=size, detail=f"T={timeout:g}")
@@ -546,6 +583,7 @@ class Mixed:
                 (self.multi, mix["multi_tasks"]),
                 (self.rw, mix["rw_tasks"]),
                 (self.handoff, mix["handoff_tasks"]),
+                (self.lines, mix["lines_tasks"]),
             ]
             if self.index == mix["sem_worker"]:
                 kinds.append((self.semaphore, mix["sem_tasks"]))

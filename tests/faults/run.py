@@ -241,6 +241,9 @@ def run_schedule(
     nemesis_file = workdir / "nemesis.jsonl"
     record = _Recorder(nemesis_file, "nemesis")
     try:
+        # The nemesis's clock starts about now (t0, once every worker is
+        # spawned); workers that time things against the faults use it.
+        epoch = time.monotonic()
         for worker in range(schedule.workers):
             out = workdir / f"w{worker}.jsonl"
             cluster.outputs.append(out)
@@ -274,6 +277,7 @@ def run_schedule(
                 "out": str(out),
                 "mutant": mutant,
                 "worker": worker,
+                "epoch": epoch,
                 "mix": schedule.mix,
                 # Straight to the servers, past the proxy (the mixed workload's
                 # release burst: volume, not faults, is what it is about).

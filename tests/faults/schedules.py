@@ -253,11 +253,11 @@ MIXED = Schedule(
     faults=_MIXED_FAULTS,
     # The acquire burst lands once the slow majority's replies flow steadily;
     # the release burst is more than one connection's 65,536 commands in flight.
-    mix={"burst_at": 3.5, "hoard": 72_000},
+    mix={"burst_at": 4.5, "hoard": 72_000},
 )
 # Shorter variants, for the planted bugs of issue 24 (MIXED_MUTANTS): the
 # same mix for 6 s with a smaller release burst; and a burst of one-attempt
-# acquires on slow nodes that still answer within node_timeout (0.5 s):
+# acquires on slow nodes that still answer within node_timeout (1 s):
 # 10,000 in one gather, ten times the attempts let in flight at once.
 _MIXED_SHORT = Schedule(
     "mixed-short",
@@ -279,23 +279,30 @@ _MIXED_SHORT = Schedule(
         ),
         Fault(at=4.0, kind="pause-node", duration=0.5, nodes=(0,)),
     ),
-    mix={"burst_at": 1.5, "burst_size": 2000, "hoard": 20_000},
+    mix={"burst_at": 2.5, "burst_size": 2000, "hoard": 20_000},
 )
 _MIXED_ACQUIRE_BURST = Schedule(
     "mixed-acquire-burst",
     "mixed",
     duration=6.0,
     workers=4,
-    ttl=2.0,
+    ttl=3.0,
     limit=8,
-    redlock={"node_timeout": 0.5},
-    keys_left_bound=2.0,
+    # Slow nodes that still answer in time: each attempt takes 0.9 s, and
+    # only one round of 1,024 attempts is in flight at once.
+    redlock={"node_timeout": 1.0},
+    keys_left_bound=3.0,
     faults=(
         Fault(
-            at=1.0, kind="delay", duration=4.0, nodes=(0, 1, 2), workers=(3,), args={"seconds": 0.2}
+            at=1.0,
+            kind="delay",
+            duration=8.0,
+            nodes=(0, 1, 2),
+            workers=(3,),
+            args={"seconds": 0.45},
         ),
     ),
-    mix={"burst_at": 1.0, "burst_size": 10_000, "stream_every": 0.05},
+    mix={"burst_at": 2.0, "burst_size": 10_000, "stream_every": 0.05},
 )
 IN_MODEL += (MIXED, _MIXED_SHORT, _MIXED_ACQUIRE_BURST)
 
