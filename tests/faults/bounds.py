@@ -245,7 +245,7 @@ def call_bounds(
     history = sorted(events, key=lambda e: e.time)
     found = calls(history)
     stalls = _stalls(history)
-    violations: list[str] = []
+    over: list[tuple[float, str]] = []
     worst = 0.0
     bounded = 0
     for call in found:
@@ -259,11 +259,13 @@ def call_bounds(
         took = call.end - call.start
         worst = max(worst, took - call.timeout - stalled)
         if took > bound:
-            violations.append(
+            message = (
                 f"{call.describe()} took {took:.3f} s ({call.outcome}): over its bound"
                 f" {bound:.3f} s (T + {rounds:g} x node_timeout {node_timeout:g} + {slack:g}"
                 f" + {stalled:.3f} s of its own loop's stalls)"
             )
+            over.append((took - bound, message))
+    violations = [message for _, message in sorted(over, key=lambda o: -o[0])]  # worst first
     counts = {"calls": len(found), "bounded": bounded, "over": len(violations)}
     figures = {"worst_over_timeout_s": round(worst, 3)}
     return Verdict("call_bounds", not violations, violations, counts, figures)
@@ -413,7 +415,7 @@ def _idle_waits(
         return free_spans[key]
 
     starts = [c.start for c in everyone]
-    violations: list[str] = []
+    found_idle: list[tuple[float, str]] = []
     longest = 0.0
     for call in waiters:
         for a, b in free(call):
@@ -435,11 +437,12 @@ def _idle_waits(
             bound = (contended if rivals else 1.0) * retry + slack
             if idle > bound:
                 who = f"{len(rivals)} rival waiters" if rivals else "no rival waiter"
-                violations.append(
+                found_idle.append((idle - bound, (
                     f"{call.describe()} ({call.outcome}): what it waited for was free for"
                     f" {b - a:.3f} s of its wait, [{a:.3f}, {b:.3f}], and it did not take it;"
                     f" {who} (bound {bound:.3f} s + {stalled:.3f} s of its own loop's stalls)"
-                )
+                )))  # fmt: skip
+    violations = [message for _, message in sorted(found_idle, key=lambda f: -f[0])]
     counts = {"waiters": len(waiters), "idle_waits": len(violations)}
     return violations, counts, {"longest_idle_s": round(longest, 3)}
 

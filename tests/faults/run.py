@@ -120,6 +120,8 @@ class Outcome:
     # Acquire latency (invoke to ok, ms), split by whether a fault was active.
     latency_ms: dict[str, float] = field(default_factory=dict)
 
+    SHOWN = 5  # violations shown per checker in summary()
+
     @property
     def violated(self) -> list[str]:
         """Safety checkers that found a violation (liveness is reported, not counted,
@@ -135,7 +137,12 @@ class Outcome:
             f"{self.schedule} seed={self.seed} mutant={self.mutant}: {self.grants} grants of "
             f"{self.attempts} attempts in {self.wall:.1f}s, faults {self.faults}"
         ]
-        lines += [str(v) for v in self.verdicts.values()]
+        for verdict in self.verdicts.values():
+            # A few violations each: a liveness checker may name thousands,
+            # and every verdict must fit in a failing test's message.
+            shown = str(verdict).splitlines()[: 1 + self.SHOWN]
+            more = len(verdict.violations) - self.SHOWN
+            lines += shown + ([f"  ... and {more} more"] if more > 0 else [])
         if self.nemesis_errors:
             lines.append(f"nemesis errors: {self.nemesis_errors}")
         return "\n".join(lines)
