@@ -73,8 +73,8 @@ class RedisNode:
         self.server.stop()
 
     # network faults
-    def delay(self, seconds: float, jitter: float = 0.0) -> None:
-        self.proxy.delay(seconds, jitter)
+    def delay(self, seconds: float, jitter: float = 0.0, spacing: float = 0.0) -> None:
+        self.proxy.delay(seconds, jitter, spacing)
 
     def blackhole(self) -> None:
         self.proxy.blackhole()

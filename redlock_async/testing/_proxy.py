@@ -11,8 +11,10 @@ applied the change, so sync and async tests alike can call them.
 
 Faults, per listener (each a port on 127.0.0.1 forwarding to one target):
 
-- ``delay(seconds, jitter)``: every chunk, each way, arrives that much later
-  (plus up to ``jitter``); chunks keep their order.
+- ``delay(seconds, jitter, spacing)``: every chunk, each way, arrives that
+  much later (plus up to ``jitter``); chunks keep their order, and leave at
+  least ``spacing`` apart: a node slow but steady, whose backlog grows while
+  it keeps answering.
 - ``blackhole()``: connections stay open, nothing is delivered either way;
   data sent meanwhile is held (as TCP would retransmit it) and delivered on
   ``heal()`` unless the connection is closed first.
@@ -58,9 +60,10 @@ class ProxyListener:
     def _do(self, cmd: str, **fields: object) -> None:
         self._proxy.call({"cmd": cmd, "id": self._id, **fields})
 
-    def delay(self, seconds: float, jitter: float = 0.0) -> None:
-        """Hold each chunk ``seconds`` (plus up to ``jitter``), each way, in order."""
-        self._do("delay", seconds=seconds, jitter=jitter)
+    def delay(self, seconds: float, jitter: float = 0.0, spacing: float = 0.0) -> None:
+        """Hold each chunk ``seconds`` (plus up to ``jitter``), each way, in order,
+        and at least ``spacing`` after the chunk before it."""
+        self._do("delay", seconds=seconds, jitter=jitter, spacing=spacing)
 
     def blackhole(self) -> None:
         """Keep connections (and accepting new ones) but deliver nothing either way."""

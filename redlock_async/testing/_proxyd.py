@@ -46,6 +46,7 @@ class _Listener:
         self.pipes: set[_Pipe] = set()
         self.delay = 0.0
         self.jitter = 0.0
+        self.spacing = 0.0
         self.flowing = asyncio.Event()
         self.flowing.set()
         self.drop_replies = False
@@ -109,8 +110,9 @@ class _Listener:
         try:
             while data := await reader.read(65536):
                 lag = self.delay + (random.uniform(0, self.jitter) if self.jitter else 0.0)
-                # Never earlier than the chunk before: a stream keeps its order.
-                last = max(loop.time() + lag, last)
+                # Never earlier than the chunk before: a stream keeps its order
+                # (and, with spacing, a backlog: slow but steady).
+                last = max(loop.time() + lag, last + self.spacing)
                 queue.append((last, data))
                 ready.set()
         except OSError:
@@ -160,6 +162,7 @@ async def _command(msg: dict[str, Any], listeners: list[_Listener]) -> dict[str,
     if cmd == "delay":
         listener.delay = float(msg["seconds"])
         listener.jitter = float(msg.get("jitter", 0.0))
+        listener.spacing = float(msg.get("spacing", 0.0))
     elif cmd == "blackhole":
         listener.flowing.clear()
     elif cmd == "drop_replies":
@@ -172,7 +175,7 @@ async def _command(msg: dict[str, Any], listeners: list[_Listener]) -> dict[str,
             listener.server = None
         listener.cut()
     elif cmd == "heal":
-        listener.delay = listener.jitter = 0.0
+        listener.delay = listener.jitter = listener.spacing = 0.0
         listener.drop_replies = False
         listener.flowing.set()
         if listener.server is None:

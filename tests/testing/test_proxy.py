@@ -42,6 +42,26 @@ def test_delay_adds_latency_each_way(node: RedisNode) -> None:
     healed.close()
 
 
+def test_delay_with_spacing_answers_slowly_but_steadily(node: RedisNode) -> None:
+    # Chunks leave at least `spacing` apart: a backlog builds, replies keep coming.
+    node.delay(0.0, spacing=0.1)
+    with socket.create_connection(("127.0.0.1", node.port), timeout=5.0) as sock:
+        started = time.monotonic()
+        for i in range(5):
+            sock.sendall(b"ECHO w%d\r\n" % i)
+            time.sleep(0.02)  # one chunk each
+        received = b""
+        arrivals = []
+        while received.count(b"\r\n") < 10:
+            chunk = sock.recv(4096)
+            assert chunk, "connection closed early"
+            received += chunk
+            arrivals.append(time.monotonic() - started)
+    assert received == b"".join(b"$2\r\nw%d\r\n" % i for i in range(5))
+    assert arrivals[-1] >= 0.3  # five chunks 0.1 s apart, not 0.1 s in all
+    node.heal()
+
+
 def test_delay_with_jitter_keeps_order(node: RedisNode) -> None:
     node.delay(0.0, jitter=0.05)
     with socket.create_connection(("127.0.0.1", node.port), timeout=5.0) as sock:
