@@ -32,7 +32,9 @@ async def close(core: Engine, holdings: Holdings) -> None:
     for body in bodies:
         body.flush(core)
     # Attempts in flight decide (a grant now is released at once), and
-    # every cleanup gets its replies, before the connections close.
+    # every cleanup gets its replies, before the connections close: for as
+    # long as the nodes keep answering (however many locks were held), not
+    # for a node silent for node_timeout (see Quorum.drain).
     await core.drain(limit)
     core.close()
     if core.wake is not None:

@@ -30,7 +30,7 @@ from ._lockstate import LockState
 from ._observe import LOCK, warn
 from ._observed import listening
 from ._owners import Owners
-from ._refusal import not_acquired
+from ._refusal import judged, not_acquired
 from ._release import judge_release, send_release, settle_release
 from ._renewal import Renewals, Renewer
 
@@ -178,7 +178,11 @@ class Lock(LockState):
         finally:
             self._acquiring = False
         if grant is None:
-            self._errors = errors
+            # Judged as `async with` would (lock.errors then lists what its
+            # LockNotAcquired does): the nodes still answering the last
+            # attempt are waited for, up to node_timeout.
+            wait = self._engine.config.node_timeout
+            self._errors = await judged(self._refused, errors, wait)
             return False
         self._refused = None
         self._hold(grant, owner)
@@ -244,6 +248,8 @@ class Lock(LockState):
         that they no longer held it, or its validity had already ended;
         LockLost when it had been lost. When failing or slow nodes leave the
         outcome unknown, it logs a warning instead: the keys expire anyway.
+        Volume is no such failure: however many releases are in flight, each
+        is queued and returns once a quorum confirmed it.
 
         Cancellation-safe: the grant is dropped and the release sent before
         the first await, so a cancelled release still releases (nodes whose
@@ -302,11 +308,7 @@ class Lock(LockState):
         elif not await self.acquire():
             # Why: busy (a quorum refused) or unavailable (no quorum answered).
             failures, self._refused = self._refused, None
-            timeout, node_timeout = self._options.timeout, self._engine.config.node_timeout
-            error, self._errors = await not_acquired(
-                self._name, failures, self._errors, timeout, node_timeout
-            )
-            raise error
+            raise not_acquired(self._name, failures, self._errors, self._options.timeout)
         self._body = Body(self._engine.loop())
         return self
 

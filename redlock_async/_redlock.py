@@ -266,7 +266,8 @@ class Redlock(AsyncOnly):
         loss; its release is sent before the connections close. Afterwards
         ``acquire()``, ``extend()`` and new locks raise ``RedlockError`` (a
         lock that was held: ``LockLost``) at once. Clients passed in are left
-        open.
+        open. Returns once every release has its replies, for as long as the
+        nodes keep answering (a node silent for the stall limit is not waited for).
         """
         await close(self._core, self._holdings)
 

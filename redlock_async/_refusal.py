@@ -14,48 +14,90 @@ from collections.abc import Mapping
 
 from ._acquire import Failures
 from ._engine import Tally, is_yes
-from ._errors import LockBusy, LockNotAcquired, NodeError, QuorumUnavailable, Votes
+from ._errors import (
+    LockBusy,
+    LockNotAcquired,
+    NodeError,
+    NodeResponseError,
+    QuorumUnavailable,
+    Votes,
+)
 
-__all__ = ["answers", "not_acquired", "refused_by_quorum", "votes"]
+__all__ = ["answers", "judged", "not_acquired", "votes"]
 
 
-async def not_acquired(
+async def judged(
+    failures: Failures | None, errors: Mapping[str, NodeError], wait: float
+) -> Mapping[str, NodeError]:
+    """The per-node errors a failed ``acquire()`` reports, in ``lock.errors`` and
+    in the ``LockNotAcquired`` of ``async with`` alike (one rule for both).
+
+    The last attempt may have been decided before every node answered (two
+    failures of three decide). When the votes in are too few to tell but a
+    refusal is among them, the nodes still answering are waited for, up to
+    ``wait`` seconds, so that one dead node of three reads as "busy" when
+    the others hold the name, not as "unavailable" - and their errors are
+    reported. Nodes already silent for ``node_timeout`` are not waited for;
+    nor is anyone when no refusal came (a failure then decides at once,
+    whatever a busy node would say later).
+    """
+    if failures is None:
+        return errors
+    tally = failures.tallies[-1]
+    if (
+        not _busy(tally)
+        and tally.no
+        and tally.yes + tally.no + len(tally.answering()) >= tally.quorum
+    ):
+        await answers(tally, wait)
+    # Votes that came in while judging: their failures belong in the report.
+    return {**tally.errors(), **errors}
+
+
+def not_acquired(
     name: str,
     failures: Failures | None,
     errors: Mapping[str, NodeError],
     timeout: float | None,
-    node_timeout: float,
-) -> tuple[LockNotAcquired, Mapping[str, NodeError]]:
-    """The error of an ``async with`` that gave up, from its failed attempts,
-    and the per-node errors it reports (``errors`` and those that came in since)."""
+) -> LockNotAcquired:
+    """The error of an ``async with`` that gave up, from its failed attempts
+    (judged: see :func:`judged`) and the per-node ``errors`` they reported."""
     waited = f" (gave up after {timeout}s)" if timeout else ""
     if failures is None:
-        return QuorumUnavailable(f"lock {name!r}: no attempt was made{waited}", errors), errors
+        return QuorumUnavailable(f"lock {name!r}: no attempt was made{waited}", errors)
     if failures.count > 1:
         spent = f"{timeout}s, " if timeout else ""
         waited = f" (gave up after {spent}{failures.count} attempts)"
     tally = failures.tallies[-1]
-    busy = await refused_by_quorum(tally, node_timeout)
-    # Votes that came in while judging: their failures belong in the report.
-    errors = {**tally.errors(), **errors}
     attempts = [votes(t) for t in failures.tallies]
     count = failures.count
-    if busy:
+    if _busy(tally):
         message = f"lock {name!r} is held elsewhere: {tally.no} of {tally.n} nodes refused"
-        return LockBusy(message + waited, errors, attempts, count), errors
+        return LockBusy(message + waited, errors, attempts, count)
     answered = tally.yes + tally.no
+    # Nodes that answered, with an error reply (an ACL's NOPERM, READONLY,
+    # OOM, a restart quarantine's refusal): "0 of 3 nodes answered" would
+    # send an operator looking for a network fault.
+    replied = sum(isinstance(error, NodeResponseError) for error in errors.values())
     if answered >= tally.quorum and not tally.no:
         # Every vote was in time for the nodes, not for the caller's validity.
         message = (
             f"lock {name!r}: a quorum granted it, but too slowly: less validity was "
             f"left than required (ttl less elapsed time and drift, against min_validity)"
         )
+    elif replied:
+        silent = len(errors) - replied
+        message = (
+            f"lock {name!r}: too few nodes voted to decide: {answered} of {tally.n} nodes "
+            f"voted, {tally.quorum} needed; {replied} of {tally.n} answered with an error"
+            + (f", {silent} did not answer" if silent else "")
+        )
     else:
         message = (
             f"lock {name!r}: too few nodes answered to decide: {answered} of {tally.n} "
             f"nodes answered, {tally.quorum} needed"
         )
-    return QuorumUnavailable(message + waited, errors, attempts, count), errors
+    return QuorumUnavailable(message + waited, errors, attempts, count)
 
 
 def votes(tally: Tally) -> Votes:
@@ -75,24 +117,6 @@ def votes(tally: Tally) -> Votes:
         elif not isinstance(reply, NodeError):
             unanswered.append(name)  # pending (a skipped node is among the failed)
     return Votes(tuple(granted), tuple(taken), failed, tuple(unanswered))
-
-
-async def refused_by_quorum(tally: Tally, wait: float) -> bool:
-    """Did the attempt of ``tally`` reach a quorum that refused (the name is held elsewhere)?
-
-    False: too few nodes answered to tell (down, slow, refusing scripts), or
-    a quorum said yes too late to be valid. The decision may have come
-    before every vote (two refusals of three decide): when the votes in
-    are too few to tell but a refusal is among them, the nodes still
-    answering are waited for, up to ``wait`` seconds, so that one dead node
-    of three reads as "busy" when the others hold the name, not as
-    "unavailable". Nodes already silent for ``node_timeout`` are not waited for.
-    """
-    if _busy(tally):
-        return True
-    if tally.no and tally.yes + tally.no + len(tally.answering()) >= tally.quorum:
-        await answers(tally, wait)
-    return _busy(tally)
 
 
 async def answers(tally: Tally, wait: float) -> None:

@@ -20,6 +20,7 @@ from .._config import RedlockConfig
 from .._errors import NodeError, RedlockError
 from .._observe import NODE, telemetry, warn
 from ._admission import LIMIT, Admission
+from ._drain import drain
 from ._node import Command, Node, Unsent
 from ._quorum import Quorum
 from ._restarts import TtlLedger
@@ -124,9 +125,14 @@ class Engine:
         self.closed = True
         self._quorum.close()
 
-    async def drain(self, timeout: float) -> None:
-        """Let fan-outs in flight settle, for ``aclose()`` (see Quorum.drain)."""
-        await self._quorum.drain(timeout)
+    async def drain(self, quiet: float) -> None:
+        """Let fan-outs in flight settle, for ``aclose()`` (``_drain.py``).
+
+        However long the nodes take to answer what is queued, but no longer
+        than ``quiet`` seconds in which nothing settles, nor than the longest
+        ttl granted: every key a cleanup removes has expired by then.
+        """
+        await drain(self._quorum, quiet, max(quiet, self.ttls.longest))
 
     def _rehome(self) -> None:
         """The fan-outs moved to another event loop, or this is a forked child.

@@ -184,29 +184,13 @@ class Quorum:
         self._home = loop
         self._home_pid = pid
 
-    async def drain(self, timeout: float) -> None:
-        """Wait until no fan-out has replies missing (or ``timeout`` passed).
-
-        For ``aclose()``: attempts in flight decide and send their cleanups,
-        and the cleanups' replies come back, before the connections close
-        (closing a connection throws its unread replies away).
-        """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        # Polled: aclose() is rare, and a notification would cost every
-        # fan-out a check on the hot path.
-        while loop.time() < deadline:
-            if self._idle():
-                # The tasks whose fan-outs just decided take their next step
-                # (a cleanup is a new fan-out) in the next loop iterations.
-                for _ in range(3):
-                    await asyncio.sleep(0)
-                if self._idle():
-                    return
-            await asyncio.sleep(0.005)
-
-    def _idle(self) -> bool:
+    def idle(self) -> bool:
+        """No fan-out has replies missing from a node still answering (``_drain.py``)."""
         return not self._due and not any(tally.missing for _, _, tally in self._again)
+
+    def progress(self) -> tuple[int, int]:
+        """Changes whenever a fan-out completes or its silent votes expire."""
+        return len(self._due), len(self._again)
 
     def _sweep(self) -> None:
         self._timer = None

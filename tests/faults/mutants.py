@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from redlock_async import (
     _acquire,
@@ -24,7 +25,7 @@ from redlock_async import (
     _semaphore,
 )
 from redlock_async._commands import ExclusiveCommands
-from redlock_async._engine import Engine, Script, Waiting, _engine, _tally
+from redlock_async._engine import Command, Engine, Script, Waiting, _engine, _quorum, _tally
 from redlock_async._grant import Grant
 from redlock_async._lock import Lock
 from redlock_async._multilock import MultiCommands
@@ -231,6 +232,36 @@ def _line_per_first_name() -> None:
     _set(MultiCommands, "waiting", waiting)
 
 
+# The release scripts of every kind of lock; past this many releases in
+# flight, the next are dropped (issue 24: the lean driver failed what was
+# beyond 65,536 commands in flight, here scaled down to what a worker does).
+_RELEASES = frozenset({"release", "rw_read_release", "multi_release", "sem_release"})
+_RELEASE_LIMIT = 16
+
+
+def _dropped_release_under_volume() -> None:
+    # A burst of releases past a client-side limit: the excess is sent to no
+    # node and fails there as never written (so never resent); release()
+    # only warns "not confirmed", returns, and the keys stay until their ttl.
+    original = _quorum.Quorum.fanout
+    in_flight = [0]
+
+    def landed(_: object) -> None:
+        in_flight[0] -= 1
+
+    def fanout(self: _quorum.Quorum, command: Command, **where: Any) -> _tally.Tally:
+        if command.script.name not in _RELEASES:
+            return original(self, command, **where)
+        if in_flight[0] >= _RELEASE_LIMIT:
+            return original(self, command, **{**where, "only": ()})  # every node: SKIPPED
+        in_flight[0] += 1
+        tally = original(self, command, **where)
+        tally.decided.add_done_callback(landed)
+        return tally
+
+    _quorum.Quorum.fanout = fanout  # type: ignore[method-assign]
+
+
 MUTANTS: dict[str, Callable[[], None]] = {
     "quorum-n2": _quorum_of_half,
     "validity-ignores-elapsed": _validity_ignoring_elapsed,
@@ -246,6 +277,7 @@ MUTANTS: dict[str, Callable[[], None]] = {
     "adopt-without-confirmation": _adopt_without_confirmation,
     "line-per-first-name": _line_per_first_name,
     "renewal-shortens": _renewal_shortens,
+    "dropped-release-under-volume": _dropped_release_under_volume,
 }
 
 

@@ -10,6 +10,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from redlock_async import (
     NodeConnectionError,
     NodeError,
     NodeResponseError,
+    QuorumUnavailable,
     Redlock,
 )
 from redlock_async._engine._tally import PENDING
@@ -219,6 +221,23 @@ async def test_info_refused_a_node_restarted_empty_does_not_grant_a_second_holde
         assert sum(f":{node.port}/" in message for message in warnings) == 1, warnings
     assert BLIND.password not in caplog.text
     assert await no_keys_left(redis_nodes)  # refused votes were undone
+
+
+@pytest.mark.redis_nodes(3, acl_user=BLIND)
+async def test_a_blind_majority_is_refused_saying_the_nodes_answered(
+    make_redlock: MakeRedlock,
+) -> None:
+    # Every node answers, with an error: the refusal says so, not "0 of 3
+    # nodes answered" (which sends an operator looking for a network fault).
+    redlock = make_redlock()
+    with pytest.raises(QuorumUnavailable) as raised:
+        async with redlock.lock("job", ttl=5.0, timeout=0):
+            pytest.fail("entered the body without the lock")
+    message = str(raised.value)
+    assert "nodes answered" not in message
+    assert re.search(r"0 of 3 nodes voted, 2 needed; [23] of 3 answered with an error", message)
+    assert _names_the_fix(message)
+    assert BLIND.password not in message
 
 
 @pytest.mark.redis_nodes(3, acl_user=BLIND)

@@ -16,11 +16,12 @@ from redlock_async import (
     NodeTimeoutError,
     Redlock,
 )
+from redlock_async._engine._node import Unsent
 from redlock_async._engine._tally import PENDING
 from redlock_async._scripts import ALL_SCRIPTS, STATUS
 from redlock_async.testing import RedisNodes
 
-from ..conftest import MakeRedlock, no_keys_left, settle
+from ..conftest import MakeRedlock, eventually, no_keys_left, settle
 
 KEY = b"redlock:{job}"
 
@@ -320,11 +321,11 @@ async def test_release_that_cannot_be_confirmed_does_not_raise(
     assert not lock.held
 
 
-async def test_commands_beyond_the_in_flight_bound_fail_at_once(
+async def test_commands_beyond_the_in_flight_bound_wait_for_room(
     redis_nodes: RedisNodes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A frozen node keeps every command pending; past the bound, new ones
-    # fail when they would be written instead of queueing without limit.
+    # wait unwritten for room (backpressure), never failed for the volume.
     from redlock_async._engine.resp import _conn
 
     # node_timeout=0.5: node 0's connection is dropped only after 2 s of
@@ -338,23 +339,66 @@ async def test_commands_beyond_the_in_flight_bound_fail_at_once(
         assert conn is not None
         monkeypatch.setattr(_conn, "MAX_PENDING", 6)
         redis_nodes[0].pause()
-        locks = [redlock.lock(f"job{i}", ttl=1.0, auto_extend=False) for i in range(10)]
+        locks = [redlock.lock(f"job{i}", ttl=30.0, auto_extend=False) for i in range(10)]
         # One after another: the others answer each, node 0 answers none.
         for lock in locks:
             assert await lock.acquire(blocking=False)
-        firsts = [lock._grant.acquired.replies[0] for lock in locks]  # type: ignore[union-attr]
-        assert firsts[:6] == [PENDING] * 6  # queued on node 0; the rest failed there at once
-        assert all(
-            isinstance(e, NodeConnectionError) and "too many commands in flight" in str(e)
-            for e in firsts[6:]
-        )
-        assert len(conn.pending) == 6  # type: ignore[attr-defined]
+        tallies = [lock._grant.acquired for lock in locks]  # type: ignore[union-attr]
+        assert [tally.replies[0] for tally in tallies] == [PENDING] * 10
+        # Six on the wire, four waiting for room; none failed.
+        assert len(conn.pending) == 10  # type: ignore[attr-defined]
+        assert len(conn.held) == 4  # type: ignore[attr-defined]
         for lock in locks:
-            await lock.release()  # confirmed by the others; node 0's share is shed
-        assert len(conn.pending) == 6  # type: ignore[attr-defined]
-        assert _connections(redlock)[0] is conn  # shedding is not a disconnect
+            await lock.release()  # confirmed by the others; node 0's share waits
+        assert len(conn.held) == 14  # type: ignore[attr-defined]
+        assert _connections(redlock)[0] is conn  # waiting is not a disconnect
         redis_nodes[0].resume()
-        await settle()
+        # Node 0 answers the six, which makes room for the rest, in order:
+        # every grant and every release lands there too.
+        assert await eventually(lambda: all(t.replies[0] == 1 for t in tallies))
+        assert await eventually(lambda: not conn.pending)  # type: ignore[attr-defined]
+        assert not conn.held  # type: ignore[attr-defined]
+        assert await no_keys_left(redis_nodes, within=5.0)  # long before the 30 s ttl
     finally:
         await redlock.aclose()
-    assert await no_keys_left(redis_nodes)  # node 0's six expire with their 1 s ttl
+
+
+async def test_a_silent_node_does_not_pile_up_commands_waiting_for_room(
+    redis_nodes: RedisNodes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What waits for room is bounded in time: the stall check drops the
+    # connection of a node silent for the stall limit (0.5 s here), failing
+    # what was written (it may have run) and what waited (as never sent).
+    from redlock_async._engine.resp import _conn
+
+    redlock = Redlock(redis_nodes.urls, node_timeout=0.05)
+    try:
+        warm = redlock.lock("warm", ttl=5.0, auto_extend=False)
+        assert await warm.acquire()
+        await warm.release()
+        conn = _connections(redlock)[0]
+        monkeypatch.setattr(_conn, "MAX_PENDING", 6)
+        redis_nodes[0].pause()
+        tallies = []
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10.0
+        # Commands keep coming (their votes time out, and each look at a
+        # silent node is a stall check) until the connection is dropped.
+        while _connections(redlock)[0] is conn and loop.time() < deadline:
+            lock = redlock.lock("job", ttl=5.0, auto_extend=False)
+            assert await lock.acquire(blocking=False)
+            assert lock._grant is not None
+            tallies.append(lock._grant.acquired)
+            await lock.release()
+            await asyncio.sleep(0.02)
+        assert _connections(redlock)[0] is not conn
+        replies = [tally.replies[0] for tally in tallies]
+        assert all(isinstance(reply, NodeTimeoutError) for reply in replies)  # stalled
+        written, waited = replies[:3], replies[3:]  # an acquire and a release each
+        assert not any(isinstance(reply, Unsent) for reply in written)
+        assert waited
+        assert all(isinstance(reply, Unsent) for reply in waited)
+        redis_nodes[0].resume()
+    finally:
+        await redlock.aclose()
+    assert await no_keys_left(redis_nodes)  # node 0's expire with their 5 s ttl, or are resent

@@ -11,7 +11,7 @@ import asyncio
 import pytest
 
 from redlock_async import LockBusy, LockNotAcquired, QuorumUnavailable, RedlockError
-from redlock_async._errors import NodeConnectionError
+from redlock_async._errors import NodeConnectionError, NodeResponseError
 from redlock_async._scripts import ACQUIRE, READ_ACQUIRE, RELEASE, WRITE_ACQUIRE
 
 from ._scripted import NEVER, Cluster, Late, Sent, run
@@ -61,6 +61,40 @@ def test_two_dead_nodes_of_three_is_unavailable_and_names_them() -> None:
     assert type(error) is QuorumUnavailable
     assert set(error.errors) == {"n1", "n2"}
     assert "1 of 3 nodes answered, 2 needed" in str(error)
+
+
+def test_after_a_false_acquire_errors_list_what_async_with_would() -> None:
+    # n0 refuses and n1 fails at once: decided, while n2 still answers - with
+    # an error, a moment later. `async with` waits for n2 and lists it; so
+    # does lock.errors after acquire() returned False (it used to list n1 only).
+    readonly = NodeResponseError("READONLY You can't write against a read only replica.")
+    c = Cluster()
+    c.script(ACQUIRE.name, 0, DOWN, Late(readonly, 0.03))
+    error = enter(c, timeout=0)
+    lock = c.lock()
+    start = c.clock()
+    assert not run(lock.acquire(timeout=0), c.clock)
+    assert dict(lock.errors) == dict(error.errors) == {"n1": DOWN, "n2": readonly}
+    assert c.clock() == pytest.approx(start + 0.03)  # waited for n2, no longer
+    c.script(ACQUIRE.name, 0, DOWN, DOWN)  # too few left to tell: nobody waited for
+    assert not run(lock.acquire(blocking=False), c.clock)
+    assert set(lock.errors) == {"n1", "n2"}
+
+
+def test_nodes_that_answered_with_errors_are_not_called_silent() -> None:
+    # An ACL user without a needed command: every node answers, each with NOPERM.
+    noperm = NodeResponseError("NOPERM this user has no permissions to run the 'evalsha' command")
+    c = Cluster()
+    c.script(ACQUIRE.name, noperm)
+    error = enter(c, timeout=0)
+    assert type(error) is QuorumUnavailable
+    assert "0 of 3 nodes answered" not in str(error)
+    assert "0 of 3 nodes voted, 2 needed; 3 of 3 answered with an error" in str(error)
+    assert "NOPERM" in str(error)
+    # Some answered with errors, one is down: both said.
+    c.script(ACQUIRE.name, noperm, noperm, DOWN)
+    error = enter(c, timeout=0)
+    assert "2 of 3 answered with an error, 1 did not answer" in str(error), error
 
 
 def test_silent_nodes_are_not_waited_for_twice() -> None:

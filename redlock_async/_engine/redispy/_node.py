@@ -62,7 +62,10 @@ class RedisPyNode:
         self._stall = stall_limit(node_timeout)
         self._tasks: set[asyncio.Task[object]] = set()
         self._index = 0  # position among the Redlock's nodes (bind)
-        self._answered = float("-inf")  # when a command last finished (silent_since)
+        # When a command last finished, or went out with none other out
+        # (silent_since); how many commands are out (their tasks have run).
+        self._answered = float("-inf")
+        self._out = 0
         # Commands in flight at most: half the client's pool, so that the
         # application's own commands on a client it shares still get one.
         pool = getattr(client, "connection_pool", None)
@@ -98,13 +101,17 @@ class RedisPyNode:
         self._index = index
 
     def run(self, command: Command, sink: Sink) -> None:
-        if len(self._tasks) >= self._window:
+        if len(self._tasks) >= self._window or self._backlog:
             # Every command holds a pooled connection while it runs, and a
             # full pool fails the next at once ("Too many connections"): a
-            # burst waits here instead, its silence not the node's (see
-            # silent_since), each command started as another one finishes.
+            # burst waits here instead, in order, its silence not the node's
+            # (see silent_since), started as others finish. However many:
+            # volume never fails a command (a release must not be dropped).
             self._backlog.append((command, sink))
             return
+        self._start(command, sink)
+
+    def _start(self, command: Command, sink: Sink) -> None:
         index = self._index
         task: asyncio.Task[object] = asyncio.get_running_loop().create_task(self._run(command))
         self._tasks.add(task)
@@ -114,8 +121,11 @@ class RedisPyNode:
             self._answered = task.get_loop().time()
             if self._window < self.concurrency:
                 self._window += 1
-            if self._backlog:
-                self.run(*self._backlog.popleft())
+            backlog = self._backlog
+            # As many as the window now allows: one per finished command
+            # would never let the window grow past the first few in flight.
+            while backlog and len(self._tasks) < self._window:
+                self._start(*backlog.popleft())
             if task.cancelled():
                 sink.settle(index, NodeConnectionError(f"{self._name}: command cancelled"))
                 return
@@ -131,6 +141,20 @@ class RedisPyNode:
         task.add_done_callback(done)
 
     async def _run(self, command: Command) -> object:
+        if self._out <= 0:
+            # Nothing of ours was out: the node's silence starts now, when
+            # this task first runs, not when the command was queued - our
+            # own loop may have been busy in between (aclose() of 20,000
+            # held locks queues their releases in one go), and that is not
+            # the node's fault.
+            self._answered = asyncio.get_running_loop().time()
+        self._out += 1
+        try:
+            return await self._send(command)
+        finally:
+            self._out -= 1
+
+    async def _send(self, command: Command) -> object:
         async with asyncio.timeout(self._stall):
             if not self.cross_slot and isinstance(command, SplitCommand):
                 # Keys of several slots: one single-slot call at a time.
@@ -202,6 +226,7 @@ class RedisPyNode:
         # Tasks of the old loop are abandoned; a client we made drops its
         # pooled connections (made on that loop, or the parent's after a fork).
         self._tasks = set()
+        self._out = 0  # their tasks will never finish here
         self._backlog.clear()  # their tallies belong to the old loop too
         self._window = _FIRST_WINDOW  # a cold pool again
         if self._owned and isinstance(self._client, Redis):
@@ -209,7 +234,8 @@ class RedisPyNode:
 
     def silent_since(self) -> float:
         # Commands run on pooled connections, in no order: the node's last
-        # answer to any of them says it is working through our backlog. An
+        # answer to any of them says it is working through our backlog
+        # (and with none out, the time one went out: see _run). An
         # answer older than this command's fan-out counts for nothing: the
         # vote then fails at its deadline. A command hung on a broken
         # connection of a node that answers others waits at most its task's
@@ -217,17 +243,25 @@ class RedisPyNode:
         return self._answered
 
     async def aclose(self) -> None:
+        # Commands in flight and waiting (often the releases of the locks
+        # aclose() dropped) land while the node answers: each finished one
+        # starts the next (_start). A node silent for the stall limit gets
+        # no longer: what waits then fails, never sent.
+        while self._tasks:
+            done, _ = await asyncio.wait(
+                set(self._tasks), timeout=self._stall, return_when=asyncio.FIRST_COMPLETED
+            )
+            if not done:
+                break
         backlog, self._backlog = self._backlog, deque()
         for _, sink in backlog:
             error = NodeConnectionError(f"{self._name}: the Redlock is closed")
             sink.settle(self._index, unsent(error))  # never written: nothing to undo
-        if self._tasks:
-            # Give in-flight commands (often cleanup releases) a chance to land.
-            _, pending = await asyncio.wait(set(self._tasks), timeout=self._stall)
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.wait(pending)
+        pending = set(self._tasks)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
         if self._owned:
             await self._client.aclose()
 

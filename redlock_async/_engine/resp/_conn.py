@@ -4,10 +4,13 @@ Every command queued during one event-loop iteration, by any task, leaves in
 one write (one syscall) per node; replies are parsed by hiredis and matched
 to their commands in order. What waits for a reply is a :class:`Sink` (a
 fan-out's tally is its own entry on every node, so queueing a command
-allocates nothing). A connection that leaves every command unanswered for
-the node's stall limit is dropped (``silent_since``). The connection knows
-nothing of scripts or votes: error replies and the loss of the connection go
-to its owner, the node.
+allocates nothing). At most ``MAX_PENDING`` commands are on the wire
+unanswered; more wait here, in order, and go out as replies come in
+(backpressure: a command is never failed for the client's own volume). A
+connection that leaves every command unanswered for the node's stall limit
+is dropped (``silent_since``), failing what waits with it. The connection
+knows nothing of scripts or votes: error replies and the loss of the
+connection go to its owner, the node.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Protocol, cast
 
 import hiredis
 
-from ..._errors import NodeConnectionError, NodeError, NodeResponseError, NodeTimeoutError
+from ..._errors import NodeError, NodeResponseError, NodeTimeoutError
 from ..._observe import NODE, warn
 from .._node import Sink, unsent
 
@@ -28,9 +31,15 @@ __all__ = ["MAX_PENDING", "Conn", "Owner"]
 
 _log = logging.getLogger("redlock_async.node")
 
-# Commands one node may have queued (awaiting a reply or a connection) before
-# new ones fail: a bound on memory if replies stop coming. Checked once per
-# write (see Conn.flush), not per command.
+# Commands one connection has written and not yet seen answered, at most.
+# More wait, unwritten, in Conn.held and go out as replies come in: a burst
+# of 100,000 releases is queued, never failed (failing the excess left 34,465
+# keys per node until their ttl, every release() returning without error).
+# This bounds what a node that stopped answering holds of ours in its socket
+# buffers; what waits here is bounded in time by the stall check, which drops
+# the connection of a node silent for the stall limit, failing it all (the
+# unwritten commands as unsent: they ran nowhere). Checked once per write
+# (see Conn.flush), not per command.
 MAX_PENDING = 65_536
 
 # How long the stall check waits for its second look (see Conn._check_stall).
@@ -72,7 +81,10 @@ class Conn(asyncio.Protocol):
         self.reader = hiredis.Reader()
         self.pending: deque[Sink] = deque()
         self.transport: asyncio.Transport | None = None
-        self.out: list[bytes] = []
+        self.out: list[bytes] = []  # queued this loop iteration, written by flush
+        # Queued earlier but not yet written: MAX_PENDING were on the wire.
+        # The newest entries of pending are these, then out's, in order.
+        self.held: deque[bytes] = deque()
         self.busy_since = 0.0  # last reply, or when the oldest unanswered command was queued/sent
         self.suspect = False  # a stall check is waiting for one more look at the socket
         self.closed: asyncio.Future[None] = loop.create_future()
@@ -97,28 +109,41 @@ class Conn(asyncio.Protocol):
 
     def flush(self) -> None:
         out = self.out
-        if len(self.pending) > MAX_PENDING:
-            self._shed(len(self.pending) - MAX_PENDING)
-        if self.transport is not None and out:
-            if len(out) == len(self.pending):
-                # Nothing of ours was on the wire yet: the node's silence starts
-                # now, not when the commands were queued - our own loop may have
-                # stalled in between, and that is not the node's fault.
-                self.busy_since = self.loop.time()
-            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+        transport = self.transport
+        if transport is None:
+            out.clear()  # lost: connection_lost failed them all
+            return
+        held = self.held
+        unwritten = len(out) + len(held)
+        on_wire = len(self.pending) - unwritten
+        if held or len(out) > MAX_PENDING - on_wire:
+            self._write_held(out, held, on_wire)
+            return
+        if not out:
+            return
+        if not on_wire:
+            # Nothing of ours was on the wire yet: the node's silence starts
+            # now, not when the commands were queued - our own loop may have
+            # stalled in between, and that is not the node's fault.
+            self.busy_since = self.loop.time()
+        transport.write(out[0] if len(out) == 1 else b"".join(out))
         out.clear()
 
-    def _shed(self, excess: int) -> None:
-        """Fail the newest unsent commands beyond MAX_PENDING (a node that stopped answering).
+    def _write_held(self, out: list[bytes], held: deque[bytes], on_wire: int) -> None:
+        """Backpressure: write what fits under MAX_PENDING, oldest first; the rest waits.
 
-        Only unsent ones can be over the bound (what was written stayed within
-        it), so each has its payload at the end of ``out``.
+        Replies make room (``_replies`` calls flush again). Off the hot path:
+        only a burst of more than MAX_PENDING commands on one connection gets here.
         """
-        error = unsent(NodeConnectionError(f"{self.node.name}: too many commands in flight"))
-        index = self.node.index
-        for _ in range(min(excess, len(self.out))):
-            self.out.pop()
-            self.pending.pop().settle(index, error)
+        held.extend(out)
+        out.clear()
+        room = min(MAX_PENDING - on_wire, len(held))
+        if room <= 0 or self.transport is None:
+            return
+        if not on_wire:
+            self.busy_since = self.loop.time()  # as in flush
+        popleft = held.popleft
+        self.transport.write(b"".join([popleft() for _ in range(room)]))
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -155,6 +180,8 @@ class Conn(asyncio.Protocol):
             except Exception:  # a bug in a sink must not desynchronise the stream
                 _log.exception("redlock_async: handling a reply from %s failed", node.name)
         self.busy_since = self.loop.time()
+        if self.held:
+            self.flush()  # replies made room on the wire: what waits goes out
 
     def abort(self, error: NodeError) -> None:
         self.error = error
@@ -164,7 +191,9 @@ class Conn(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
-        never_written = len(self.out)  # the newest entries: their payloads are in out
+        # The newest entries: their payloads are in held and out.
+        never_written = len(self.held) + len(self.out)
+        self.held.clear()
         self.out.clear()
         pending, self.pending = self.pending, deque()
         # Commands unanswered: the server may still run what it had read (a
@@ -187,7 +216,7 @@ class Conn(asyncio.Protocol):
         That is ``busy_since``. Also drops the connection once it has been
         silent for ``limit`` s (the stall limit).
         """
-        if len(self.out) >= len(self.pending):
+        if len(self.out) + len(self.held) >= len(self.pending):
             # Nothing of ours has been written yet (the flush is still queued
             # behind other callbacks of a busy loop): the node owes us nothing.
             return self.loop.time()
@@ -218,11 +247,34 @@ class Conn(asyncio.Protocol):
         warn(NODE, "stalled", name, message, node=name, outcome="stalled", elapsed=silent)
         self.abort(NodeTimeoutError(f"{name} answered nothing for {silent:.2f}s"))
 
-    async def aclose(self, error: NodeError) -> None:
-        """Close gracefully: what is queued goes out first; aborted with ``error`` after 1 s."""
+    async def aclose(self, error: NodeError, stall: float) -> None:
+        """Close gracefully: what is queued goes out, and its replies are waited
+        for while the node answers (up to ``stall`` s of silence); aborted with
+        ``error`` if the close itself takes over 1 s."""
         if self.transport is None:
             return
-        self.flush()  # fire-and-forget cleanups queued this iteration go out first
+        # Fire-and-forget cleanups queued this iteration go out first, and
+        # what waits for room too: the bound was for a connection kept open.
+        held, out = self.held, self.out
+        held.extend(out)
+        out.clear()
+        if held:
+            if len(held) == len(self.pending):
+                self.busy_since = self.loop.time()  # as in flush
+            self.transport.write(b"".join(held))
+            held.clear()
+        # Replies are not read once closing starts, and a server answering
+        # into a closed socket may drop what it has not read yet: wait for
+        # them while the node answers (aclose() drained the fan-outs, but a
+        # node's votes time out after node_timeout; it gets the stall limit
+        # here). Polled: closing is rare.
+        started = self.loop.time()
+        while self.pending and self.transport is not None and self.error is None:
+            if self.loop.time() - max(self.busy_since, started) > stall:
+                break
+            await asyncio.sleep(0.005)
+        if self.transport is None:
+            return
         self.transport.close()
         try:
             async with asyncio.timeout(1.0):

@@ -16,6 +16,9 @@ Failure handling, in short:
   piles up while the node stays dead;
 * reconnection is lazy and backs off exponentially: while a node is down,
   commands fail at once instead of waiting;
+* volume never fails a command: beyond ``MAX_PENDING`` unanswered on the
+  wire, commands wait in the connection for replies to make room
+  (``_conn.py``), and any number wait for a connection being made;
 * scripts are loaded lazily, each in the write of its first ``EVALSHA`` on
   a connection (``_loader.py``); a NOSCRIPT (after a SCRIPT FLUSH) loads them
   again, see ``error_reply``.
@@ -38,7 +41,7 @@ from .._backoff import Backoff
 from .._node import Command, Reply, Script, Sink, stall_limit, unsent
 from .._restarts import Restarts
 from .._wake import Subscriber, WakeHub, WakeSource
-from ._conn import MAX_PENDING, Conn
+from ._conn import Conn
 from ._encode import evalsha
 from ._handshake import Handshake
 from ._loader import ScriptLoads
@@ -172,7 +175,7 @@ class RespNode:
             command = entry.command
             if command is not None:
                 self._scripts.ensure(conn, command.script)
-            conn.send(payload, entry)  # bounded when written (Conn.flush)
+            conn.send(payload, entry)  # held back when the wire is full (Conn.flush)
             return
         loop = asyncio.get_running_loop()
         error: NodeError
@@ -180,9 +183,9 @@ class RespNode:
             error = NodeConnectionError(f"{self.name}: the Redlock is closed")
         elif self._connecting is None and loop.time() < self._retry_at:
             error = self._last_error  # down and backing off: fail now, don't queue
-        elif len(self._waiting) >= MAX_PENDING:
-            error = NodeConnectionError(f"{self.name}: too many commands waiting to connect")
         else:
+            # However many: a connect (and the handshake behind it) is bounded
+            # by the stall limit, then all go out or fail (never for volume).
             if self._connecting is None:
                 self._connecting = loop.create_task(self._connect(loop))
             self._waiting.append((payload, entry))
@@ -309,9 +312,10 @@ class RespNode:
             self._connecting.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._connecting
-        self._fail_waiting(NodeConnectionError(f"{self.name}: the Redlock is closed"))
+        error = NodeConnectionError(f"{self.name}: the Redlock is closed")
+        self._fail_waiting(error)
         if self._conn is not None:
-            await self._conn.aclose(NodeConnectionError(f"{self.name}: the Redlock is closed"))
+            await self._conn.aclose(error, self._stall)
 
 
 def _start_using(nodes: Sequence[RespNode], script: Script) -> None:
