@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from redlock_async import _acquire, _batch, _commands, _redlock, _rwlock, _scripts, _semaphore
 from redlock_async._commands import ExclusiveCommands
-from redlock_async._engine import Engine, Script, _engine, _tally
+from redlock_async._engine import Engine, Script, _admission, _engine, _tally
 from redlock_async._grant import Grant
 from redlock_async._lock import Lock
 
@@ -150,6 +150,27 @@ def _adopt_without_confirmation() -> None:
     _set(_redlock, "adopt", adopt)
 
 
+def _admission_without_deadline() -> None:
+    # The admission line as it was: strict arrival order, no deadline, no
+    # one-shots' reserve - an acquire(timeout=0.3) or a blocking=False waits
+    # behind every other name's attempt, for as long as they take.
+    original = _admission.Admission.wait
+    assert "oneshot" in original.__code__.co_varnames, "Admission.wait changed: update this mutant"
+
+    async def wait(
+        self: _admission.Admission, timeout: float | None = None, *, oneshot: bool = False
+    ) -> bool:
+        return await original(self, None, oneshot=False)
+
+    _admission.Admission.wait = wait  # type: ignore[method-assign]
+
+
+def _unbounded_backlog_vote() -> None:
+    # Silence alone times a vote out: a node answering a backlog slowly, never
+    # silent for node_timeout, keeps every vote (and every caller) waiting.
+    _set(_tally, "backlog_limit", lambda node_timeout: float("inf"))
+
+
 MUTANTS: dict[str, Callable[[], None]] = {
     "quorum-n2": _quorum_of_half,
     "validity-ignores-elapsed": _validity_ignoring_elapsed,
@@ -163,6 +184,8 @@ MUTANTS: dict[str, Callable[[], None]] = {
     "reader-ignores-waiting-writer": _reader_ignores_waiting_writer,
     "semaphore-counts-per-node": _semaphore_counts_per_node,
     "adopt-without-confirmation": _adopt_without_confirmation,
+    "admission-without-deadline": _admission_without_deadline,
+    "unbounded-backlog-vote": _unbounded_backlog_vote,
 }
 
 
