@@ -20,7 +20,8 @@ Faults, per listener (each a port on 127.0.0.1 forwarding to one target):
 - ``throttle(interval)``: the server's replies reach their clients one at a
   time, at most one every ``interval`` seconds over all connections: a node
   answering steadily, but working through a backlog slowly. Set it while
-  the connections are quiet (replies are told apart from then on).
+  the connections are quiet (replies are told apart from then on); what it
+  still holds is delivered at once on ``heal()``.
 - ``reset()``: abort every open connection with an RST; new ones are accepted.
 - ``refuse()``: stop listening (new connections are refused) and cut open ones.
 - ``heal()``: undo all of the above, listening again on the same port.

@@ -53,6 +53,10 @@ class _Listener:
         # all connections: a node working through a backlog (0: off).
         self.throttle = 0.0
         self.next_reply = 0.0  # when the last throttled reply is due
+        # Set while not throttled: replies the throttle still holds go out at
+        # once (the backlog was the fault; heal() ends it).
+        self.unthrottled = asyncio.Event()
+        self.unthrottled.set()
 
     async def listen(self) -> None:
         self.server = await asyncio.start_server(self._accept, "127.0.0.1", self.port)
@@ -86,7 +90,7 @@ class _Listener:
         to_server: bool,
     ) -> None:
         loop = asyncio.get_running_loop()
-        queue: deque[tuple[float, bytes]] = deque()
+        queue: deque[tuple[float, bytes, bool]] = deque()  # (due, data, throttled)
         ready = asyncio.Event()
         done = False
 
@@ -97,9 +101,12 @@ class _Listener:
                         return
                     ready.clear()
                     await ready.wait()
-                due, data = queue[0]
+                due, data, throttled = queue[0]
                 wait = due - loop.time()
-                if wait > 0:
+                if wait > 0 and throttled:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self.unthrottled.wait(), wait)
+                elif wait > 0:
                     await asyncio.sleep(wait)
                 await self.flowing.wait()
                 queue.popleft()
@@ -109,23 +116,28 @@ class _Listener:
 
         sender = asyncio.ensure_future(deliver())
         pipe.tasks.append(sender)
-        last = 0.0
+        last = 0.0  # when the last chunk is due
+        plain = 0.0  # when the last chunk not throttled is due
         replies = None if to_server else _Replies()
         try:
             while data := await reader.read(65536):
                 lag = self.delay + (random.uniform(0, self.jitter) if self.jitter else 0.0)
-                throttle = self.throttle
+                throttle = self.throttle if replies is not None else 0.0  # replies only
                 pieces = [data]
                 if replies is not None and (throttle or replies.buffer):
                     # Throttled: whole replies, one at a time. Turned off:
                     # what was held of a reply goes out with the rest.
                     pieces = replies.feed(data) if throttle else [replies.drain() + data]
                 for piece in pieces:
-                    # Never earlier than the chunk before: a stream keeps its order.
-                    last = max(loop.time() + lag, last)
+                    # Never earlier than the chunk before: a stream keeps its
+                    # order (throttled replies held when the throttle ends go
+                    # out at once, so only the plain ones need counting then).
                     if throttle:
-                        last = self.next_reply = max(last, self.next_reply + throttle)
-                    queue.append((last, piece))
+                        last = max(loop.time() + lag, last, self.next_reply + throttle)
+                        self.next_reply = last
+                    else:
+                        last = plain = max(loop.time() + lag, plain)
+                    queue.append((last, piece, bool(throttle)))
                 ready.set()
         except OSError:
             # A peer that reset its side (RST) ends the stream like a close
@@ -234,6 +246,10 @@ async def _command(msg: dict[str, Any], listeners: list[_Listener]) -> dict[str,
         listener.drop_replies = True
     elif cmd == "throttle":
         listener.throttle = float(msg["interval"])
+        if listener.throttle:
+            listener.unthrottled.clear()
+        else:
+            listener.unthrottled.set()
     elif cmd == "reset":
         listener.cut()
     elif cmd == "refuse":
@@ -243,6 +259,7 @@ async def _command(msg: dict[str, Any], listeners: list[_Listener]) -> dict[str,
         listener.cut()
     elif cmd == "heal":
         listener.delay = listener.jitter = listener.throttle = 0.0
+        listener.unthrottled.set()  # what the throttle held goes out now
         listener.drop_replies = False
         listener.flowing.set()
         if listener.server is None:

@@ -119,10 +119,19 @@ def test_throttle_serialises_replies_across_connections(node: RedisNode) -> None
     assert max(pongs[-1], echoes[-1]) - started >= 0.35
     assert pongs[-1] - pongs[0] >= 0.15
     assert echoes[-1] - echoes[0] >= 0.15
-    node.heal()
-    healed = client(node.port)
-    assert healed.ping()
-    healed.close()
+
+
+def test_heal_delivers_what_the_throttle_holds_at_once(node: RedisNode) -> None:
+    node.proxy.throttle(1.0)
+    with socket.create_connection(("127.0.0.1", node.port), timeout=5.0) as sock:
+        sock.sendall(b"PING\r\n" * 10)  # 10 s of replies at one a second
+        time.sleep(0.3)  # the proxy holds them all by now
+        node.heal()
+        started = time.monotonic()
+        _replies_arriving(sock, 10, b"+PONG\r\n")
+        assert time.monotonic() - started < 2.0
+        sock.sendall(b"PING\r\n")  # and what follows is not throttled
+        _replies_arriving(sock, 1, b"+PONG\r\n")
 
 
 def test_reset_aborts_open_connections(node: RedisNode) -> None:
