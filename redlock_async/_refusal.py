@@ -68,6 +68,17 @@ def not_acquired(
     if failures.count > 1:
         spent = f"{timeout}s, " if timeout else ""
         waited = f" (gave up after {spent}{failures.count} attempts)"
+    if failures.unadmitted:
+        # The last try never left the client: what earlier attempts saw
+        # ("held elsewhere"?) is not why it gave up. Unavailable (503): the
+        # process cannot get an answer now, whatever the name's state.
+        message = (
+            f"lock {name!r}: not attempted: too many attempts in flight - "
+            f"{failures.unadmitted} acquire attempts of this Redlock held every admission "
+            f"slot until the timeout"
+        )
+        attempts = [votes(t) for t in failures.tallies]
+        return QuorumUnavailable(message + waited, errors, attempts, failures.count), errors
     tally = failures.tallies[-1]
     attempts = [votes(t) for t in failures.tallies]
     count = failures.count

@@ -82,6 +82,9 @@ class RedisNode:
     def drop_replies(self) -> None:
         self.proxy.drop_replies()
 
+    def throttle(self, interval: float) -> None:
+        self.proxy.throttle(interval)
+
     def reset_connections(self) -> None:
         self.proxy.reset()
 

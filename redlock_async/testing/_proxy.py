@@ -19,6 +19,11 @@ Faults, per listener (each a port on 127.0.0.1 forwarding to one target):
   data sent meanwhile is held (as TCP would retransmit it) and delivered on
   ``heal()`` unless the connection is closed first.
 - ``drop_replies()``: requests reach the server, its replies are discarded.
+- ``throttle(interval)``: the server's replies reach their clients one at a
+  time, at most one every ``interval`` seconds over all connections: a node
+  answering steadily, but working through a backlog slowly. Set it while
+  the connections are quiet (replies are told apart from then on); what it
+  still holds is delivered at once on ``heal()``.
 - ``reset()``: abort every open connection with an RST; new ones are accepted.
 - ``refuse()``: stop listening (new connections are refused) and cut open ones.
 - ``heal()``: undo all of the above, listening again on the same port.
@@ -68,6 +73,10 @@ class ProxyListener:
     def blackhole(self) -> None:
         """Keep connections (and accepting new ones) but deliver nothing either way."""
         self._do("blackhole")
+
+    def throttle(self, interval: float) -> None:
+        """Deliver the server's replies one at a time, one per ``interval`` s at most."""
+        self._do("throttle", interval=interval)
 
     def drop_replies(self) -> None:
         """Forward requests to the server; discard its replies."""

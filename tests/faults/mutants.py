@@ -25,7 +25,16 @@ from redlock_async import (
     _semaphore,
 )
 from redlock_async._commands import ExclusiveCommands
-from redlock_async._engine import Command, Engine, Script, Waiting, _engine, _quorum, _tally
+from redlock_async._engine import (
+    Command,
+    Engine,
+    Script,
+    Waiting,
+    _admission,
+    _engine,
+    _quorum,
+    _tally,
+)
 from redlock_async._grant import Grant
 from redlock_async._lock import Lock
 from redlock_async._multilock import MultiCommands
@@ -262,6 +271,27 @@ def _dropped_release_under_volume() -> None:
     _quorum.Quorum.fanout = fanout  # type: ignore[method-assign]
 
 
+def _admission_without_deadline() -> None:
+    # The admission line as it was: strict arrival order, no deadline, no
+    # one-shots' reserve - an acquire(timeout=0.3) or a blocking=False waits
+    # behind every other name's attempt, for as long as they take.
+    original = _admission.Admission.wait
+    assert "oneshot" in original.__code__.co_varnames, "Admission.wait changed: update this mutant"
+
+    async def wait(
+        self: _admission.Admission, timeout: float | None = None, *, oneshot: bool = False
+    ) -> bool:
+        return await original(self, None, oneshot=False)
+
+    _admission.Admission.wait = wait  # type: ignore[method-assign]
+
+
+def _unbounded_backlog_vote() -> None:
+    # Silence alone times a vote out: a node answering a backlog slowly, never
+    # silent for node_timeout, keeps every vote (and every caller) waiting.
+    _set(_tally, "backlog_limit", lambda node_timeout: float("inf"))
+
+
 MUTANTS: dict[str, Callable[[], None]] = {
     "quorum-n2": _quorum_of_half,
     "validity-ignores-elapsed": _validity_ignoring_elapsed,
@@ -278,6 +308,8 @@ MUTANTS: dict[str, Callable[[], None]] = {
     "line-per-first-name": _line_per_first_name,
     "renewal-shortens": _renewal_shortens,
     "dropped-release-under-volume": _dropped_release_under_volume,
+    "admission-without-deadline": _admission_without_deadline,
+    "unbounded-backlog-vote": _unbounded_backlog_vote,
 }
 
 
