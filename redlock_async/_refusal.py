@@ -41,8 +41,8 @@ async def judged(
     nor is anyone when no refusal came (a failure then decides at once,
     whatever a busy node would say later).
     """
-    if failures is None:
-        return errors
+    if failures is None or failures.unadmitted or not failures.tallies:
+        return errors  # nothing was sent on the last try: no vote to wait for
     tally = failures.tallies[-1]
     if (
         not _busy(tally)
@@ -78,7 +78,7 @@ def not_acquired(
             f"slot until the timeout"
         )
         attempts = [votes(t) for t in failures.tallies]
-        return QuorumUnavailable(message + waited, errors, attempts, failures.count), errors
+        return QuorumUnavailable(message + waited, errors, attempts, failures.count)
     tally = failures.tallies[-1]
     attempts = [votes(t) for t in failures.tallies]
     count = failures.count
