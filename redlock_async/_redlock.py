@@ -190,16 +190,13 @@ class Redlock(AsyncOnly):
         or process) on ``name``: confirmed on a quorum by extending it to ``ttl``, and
         returned as a held :class:`Lock` (keywords of :meth:`lock`).
 
-        The copy that took the grant and this one are two live copies of it:
-        neither shortens the other's keys (renewals only ever raise an expiry),
-        so each copy's ``held`` and ``valid_for`` are lower bounds; a release
-        by either ends the grant for both, and a renewal by either keeps it
-        alive for both (the copy that stops renewing reports its own validity
-        ending, while the keys live on). Raises LockNotOwned when a quorum no
-        longer holds that token, QuorumUnavailable when too few answer, and
-        ConfigurationError for a string that is not a plain lock's token (a
-        multilock's token included: adopting one of its names would let a
-        release free that name alone)."""
+        The taker's copy and this one never shorten each other's keys, so each
+        copy's ``held`` and ``valid_for`` are lower bounds; a release by either
+        ends the grant for both, a renewal by either keeps it alive for both.
+        Raises LockNotOwned when a quorum no longer holds that token,
+        QuorumUnavailable when too few answer, and ConfigurationError for a
+        string that is not a plain lock's token (a multilock's token included:
+        adopting one of its names would let a release free that name alone)."""
         lock = self.lock(name, **options)
         return await adopt(lock, self._commands(name), self._core, token)
 
