@@ -8,7 +8,10 @@ Whatever an attempt may have left on a node when it fails, is cancelled or
 comes too late is undone by the engine, ordered after the attempt.
 
 Between attempts: the retry delay with jitter, cut short by a wake-up on
-release (pub/sub) and bounded by the caller's deadline. Waiters of one
+release (pub/sub) and bounded by the caller's deadline. The deadline bounds
+the wait for an admission slot too (``_engine/_admission.py``: given up,
+the call says so), and an attempt still undecided at it is abandoned and
+undone, as on cancellation. Waiters of one
 process line up per lock (``_engine/_wake.py``): only those that can win
 now (the first, or the leading readers) attempt; the others wait, without
 attempts, for their turn.
@@ -24,7 +27,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from ._commands import Commands, FairEntry
 from ._config import LockOptions
-from ._engine import Command, Engine, Subscription, Tally, is_yes
+from ._engine import Admission, Command, Engine, Subscription, Tally, is_yes, vote_limit
 from ._errors import NodeError
 from ._grant import Grant
 from ._scripts import FENCE_RAISE
@@ -40,21 +43,30 @@ class Failures:
 
     Made at the first failure only (a grant at the first try pays nothing);
     the tallies become ``LockNotAcquired.attempts`` (``_refusal.py``).
+    ``unadmitted``: the call ended waiting for an admission slot, with this
+    many attempts of the Redlock in flight (0: it did not).
     """
 
-    __slots__ = ("count", "tallies")
+    __slots__ = ("count", "tallies", "unadmitted")
 
     KEPT = 10  # a waiter with timeout=None may fail for hours: keep the last few
 
     def __init__(self) -> None:
         self.count = 0
         self.tallies: deque[Tally] = deque(maxlen=self.KEPT)
+        self.unadmitted = 0
 
     def add(self, tally: Tally) -> int:
         self.count += 1
         self.tallies.append(tally)
         return self.count
 
+
+# Timers may fire up to a millisecond early (uvloop counts whole
+# milliseconds): a deadline that close counts as come, or a timer set for
+# it (the cut of an attempt, a sleep) would find it a hair away, and the
+# loop would start an attempt with no time left for it.
+_EARLY = 0.001
 
 Outcome = tuple[Grant | None, NodeErrors, Failures | None]
 """What ``acquire`` ended with: the grant, or None and the last attempt's errors;
@@ -75,9 +87,12 @@ async def acquire(
     stateful = commands.stateful  # only the read-write views: exclusive locks skip both calls
     # Semaphores only (_semaphore.py): does a quorum's yes agree on one slot?
     agree: Callable[[Tally], Awaitable[bool]] | None = getattr(commands, "agree", None)
+    # Multilocks only (_multilock.py): a mark on their tokens that adopt() can see.
+    prefix: bytes = getattr(commands, "token_prefix", b"")
     if stateful:
         commands.attempts_begin()
-    deadline = None if limit is None else engine.clock() + limit
+    # timeout=0 is one attempt, as blocking=False: no deadline to cut it at.
+    deadline = None if not limit else engine.clock() + limit
     fair = _fair_entry(engine, commands) if options.fair else None
     subscription: Subscription | None = None
     last: Tally | None = None
@@ -88,12 +103,17 @@ async def acquire(
     ttl = options.ttl
     ttls = engine.ttls
     first = True
+    oneshot = not blocking or limit == 0  # admitted from the one-shots' reserve
+    # An attempt may outlive the deadline only if its votes may take longer.
+    span = vote_limit(engine.config.node_timeout)
     try:
         while True:
             # One attempt, inlined: no coroutine per attempt on the hot path.
             if engine.closing:
                 engine.check_open()  # raises: aclose() has begun
             token = engine.new_token()
+            if prefix:
+                token = prefix + token
             command = commands.acquire(token, options.ttl_ms, options.fencing, fair)
             # Recorded before sending: a node may keep this grant even if the
             # attempt fails here, and a restart seen meanwhile must cover it.
@@ -103,10 +123,18 @@ async def acquire(
             admission = engine.admission
             if admission.free > 0:
                 admission.free -= 1
-            else:
-                await admission.wait()  # cancelled here: nothing was sent
+            elif not await admission.wait(  # cancelled here: nothing was sent
+                None if deadline is None else deadline - engine.clock(), oneshot=oneshot
+            ):
+                return _unadmitted(engine, admission, failures)
             started = engine.clock()
             tally = last = engine.fanout(command)
+            # At the deadline, an attempt still undecided is abandoned (and
+            # undone below, like any failed one): a node slow to vote must
+            # not hold the caller past its timeout.
+            cut = None
+            if deadline is not None and deadline - started < span:
+                cut = engine.loop().call_later(deadline - started, tally.abandon)
             fencing: int | None = None
             errors: NodeErrors | None = None
             try:
@@ -122,6 +150,8 @@ async def acquire(
                 raise
             finally:
                 admission.leave()
+                if cut is not None:
+                    cut.cancel()
             if ok:
                 # Validity is judged after the write-back: it is part of the grant.
                 now = engine.clock()
@@ -155,10 +185,8 @@ async def acquire(
                     if deadline is not None:
                         wait = min(wait, deadline - engine.clock())
                     if wait > 0:
-                        line, shared = _line(commands.kind)
-                        subscription = await engine.wake.subscribe(
-                            commands.keys.wake, wait, line=line, shared=shared
-                        )
+                        # The line of this lock (never of another sharing a name).
+                        subscription = await engine.wake.subscribe(commands.waiting(), wait)
                         if subscription.active:
                             # First in line: try once more at once, since a
                             # release before the subscription would be missed.
@@ -172,7 +200,7 @@ async def acquire(
                 delay = min(delay, idle)
             if deadline is not None:
                 remaining = deadline - engine.clock()
-                if remaining <= 0:
+                if remaining <= _EARLY:  # an attempt cut at the deadline ends it here
                     return None, errors, failures
                 delay = min(delay, remaining)
                 idle = remaining if idle is None else min(idle, remaining)
@@ -182,7 +210,7 @@ async def acquire(
                 await subscription.wait(delay, idle)
             else:
                 await asyncio.sleep(delay)
-            if deadline is not None and engine.clock() >= deadline:
+            if deadline is not None and engine.clock() >= deadline - _EARLY:
                 return None, errors, failures
     finally:
         if subscription is not None:
@@ -195,15 +223,23 @@ async def acquire(
                 engine.fanout(cleanup, after=last)
 
 
-def _line(kind: bytes) -> tuple[bytes, bool]:
-    """The line a waiter of ``kind`` joins on its wake channel, and whether it is shared.
+def _unadmitted(engine: Engine, admission: Admission, failures: Failures | None) -> Outcome:
+    """The deadline came while waiting for an admission slot: nothing was sent.
 
-    An exclusive lock and a read-write lock of one name share the channel but
-    are different locks: each has its own line. Readers win together.
+    Every node reports why in ``lock.errors``: this call's command never
+    left the client, because the Redlock's other attempts filled its slots.
     """
-    if kind == b"r:" or kind == b"w:":
-        return b"rw", kind == b"r:"
-    return kind, False
+    if failures is None:
+        failures = Failures()
+    failures.unadmitted = admission.limit - admission.free  # the attempts in flight
+    errors = {
+        node.name: NodeError(
+            f"{node.name}: not sent: {failures.unadmitted} acquire attempts of this Redlock "
+            "were in flight (admission)"
+        )
+        for node in engine.nodes
+    }
+    return None, errors, failures
 
 
 def _fair_entry(engine: Engine, commands: Commands) -> FairEntry:

@@ -3,11 +3,19 @@
 A grant is its token on a quorum of nodes. Whoever knows the token can hold
 the grant: an HTTP request takes the lock and hands ``lock.token`` to a
 background job, which adopts it, renews it and releases it. Adopting is an
-extend to ``ttl`` on every node (extend.lua: PEXPIRE only where the key
-still holds that token), judged like any extend: a quorum's yes makes a
-grant whose validity is counted from before the extend was sent, exactly as
-for an acquire; a quorum that no longer holds the token makes it
-``LockNotOwned``.
+extend to ``ttl`` on every node (extend.lua: only where the key still holds
+that token, and only ever raising its expiry), judged like any extend: a
+quorum's yes makes a grant whose validity is counted from before the extend
+was sent, exactly as for an acquire; a quorum that no longer holds the token
+makes it ``LockNotOwned``.
+
+Two live copies of one grant (the taker's and the adopter's) never shorten
+each other's keys: every renewal script only raises an expiry, so a key
+expires no earlier than the latest expiry any copy asked for, and each
+copy's validity, counted from before its own send, is a lower bound of it.
+A multilock's token is refused before anything is sent (``check_token``;
+``_multilock.py`` says why); read-write and semaphore tokens are refused by
+the nodes, since no plain lock key ever holds them (``LockNotOwned``).
 
 ``locked()`` asks every node which token holds the name (locked.lua, read
 only) and answers for the quorum, judged as the CLI's ``status`` judges.
@@ -24,6 +32,7 @@ from ._engine import Command, Engine, Tally
 from ._errors import ConfigurationError, LockNotOwned, QuorumUnavailable
 from ._grant import Grant
 from ._lock import Lock
+from ._multilock import TOKEN_PREFIX
 from ._refusal import answers
 from ._scripts import LOCKED
 from ._timing import validity
@@ -31,10 +40,22 @@ from ._timing import validity
 __all__ = ["adopt", "locked", "verdict"]
 
 _TOKEN = re.compile(r"[0-9a-f]{40}")
+_MULTI = re.compile(re.escape(TOKEN_PREFIX.decode()) + _TOKEN.pattern)
 
 
 def check_token(token: object) -> bytes:
-    """A token as ``lock.token`` gives it (40 lowercase hex characters), as bytes."""
+    """A plain lock's token as ``lock.token`` gives it (40 lowercase hex characters),
+    as bytes; ConfigurationError for anything else, a multilock's token included."""
+    if isinstance(token, str) and _MULTI.fullmatch(token):
+        # Its names' keys are plain locks' keys: adopted as one name, a
+        # release would free that name alone while the multilock holds on.
+        raise ConfigurationError(
+            f"token {token!r} is a multilock's: adopt() takes a plain lock's token "
+            "only (adopted as one of its names, a release would free that name "
+            "while the multilock still holds every name). Keep the multilock "
+            "where it was taken, or release it there and take the names anew "
+            "with redlock.multilock(...) where they are needed"
+        )
     if not isinstance(token, str) or not _TOKEN.fullmatch(token):
         if isinstance(token, str | bytes) and len(token) <= 60:
             shown = repr(token)
@@ -76,7 +97,7 @@ async def adopt(lock: Lock, commands: ExclusiveCommands, engine: Engine, token: 
         raise LockNotOwned(
             f"lock {name!r}: a quorum of nodes no longer holds that token (released, "
             "expired or taken over; adopt() takes the tokens of plain locks only, not "
-            "of read-write locks, semaphores or multilocks)",
+            "of read-write locks or semaphores)",
             tally.errors(),
         )
     raise QuorumUnavailable(

@@ -14,10 +14,13 @@ fan-out of its own would be (``_grant.apply_votes``):
 The engine's :class:`~._engine.Tally` expects one integer per node, so a
 list reply is neither yes nor no to it, and its decision is not used: a
 batch reads the replies themselves (``Tally.when_settled``) and is decided
-once every node has answered, or when its own deadline (``node_timeout``
-after the send, ``Renewals`` keeps it) has passed, whichever comes first.
-Waiting for the slowest healthy node costs no validity: validity is counted
-from ``started``, taken before the call was sent.
+once every node has answered, or once the tally has timed out every node
+still missing (``Tally.when_expired``), whichever comes first. So a late
+vote is judged by the rule of every other fan-out (an acquire's, an
+extend's): failed after ``node_timeout`` of the node's silence, or
+``Tally.expire``'s bound for a node busy with earlier commands - not by a
+deadline of the batch's own. Waiting for the slowest healthy node costs no
+validity: validity is counted from ``started``, taken before the call was sent.
 
 Where a node cannot run one script over keys of several hash slots (a Redis
 Cluster), every grant is sent alone, with its own extend command: a batch of
@@ -33,7 +36,7 @@ from functools import partial
 from typing import Generic, Protocol, TypeVar
 
 from ._engine import Command, Reply, Tally
-from ._errors import NodeError, NodeResponseError, NodeTimeoutError
+from ._errors import NodeError, NodeResponseError
 from ._grant import Grant
 from ._scripts import EXTEND_MANY
 
@@ -121,6 +124,7 @@ class Batch(Generic[_M]):
         else:
             for index in range(tally.n):
                 tally.when_settled(index, partial(self._replied, index))
+            tally.when_expired(self.expire)
 
     @property
     def decided(self) -> bool:
@@ -159,7 +163,7 @@ class Batch(Generic[_M]):
         self.decide()
 
     def expire(self) -> None:
-        """node_timeout has passed since the send: silent nodes are failed votes."""
+        """The tally timed out every node still missing: their votes failed."""
         if self._then is not None:
             self.expired = True
             self.decide()
@@ -192,13 +196,11 @@ class Batch(Generic[_M]):
     def errors(self, position: int) -> dict[str, NodeError]:
         """Why each node that failed the grant at ``position`` failed it."""
         result: dict[str, NodeError] = {}
+        late = self.tally.errors() if self.expired else {}  # the tally's timeouts: why
         for node, column in zip(self.tally.nodes, self.columns, strict=True):
             if column is None:
-                if self.expired:
-                    timeout = self.tally.group.node_timeout
-                    result[node.name] = NodeTimeoutError(
-                        f"{node.name}: no reply within node_timeout={timeout}s"
-                    )
+                if node.name in late:
+                    result[node.name] = late[node.name]
             elif isinstance(column, NodeError):
                 result[node.name] = column
             else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ._engine import Command, Tally
+from ._engine import Command, Tally, Waiting
 from ._keys import KeyLayout
 from ._scripts import ACQUIRE, EXTEND, FAIR_ACQUIRE, FAIR_LEAVE, RELEASE
 from ._timing import ttl_ms
@@ -39,6 +39,9 @@ class Commands(Protocol):
     Optional: ``async agree(tally) -> bool``, asked once a quorum said yes
     to an attempt, whether that yes is a grant (a semaphore's: one slot on a
     quorum, see ``_semaphore.py``). Without it, the quorum's yes is the grant.
+    Optional: ``token_prefix: bytes``, put before every token of the kind's
+    grants (a multilock's ``m:``, so that ``adopt()`` can refuse it, see
+    ``_multilock.py``). Without it, a token is the engine's as it comes.
     """
 
     kind: bytes
@@ -69,6 +72,14 @@ class Commands(Protocol):
 
     def fence_keys(self) -> tuple[bytes, bytes]:
         """The key holding the grant, and the fencing counter."""
+        ...
+
+    def waiting(self) -> Waiting:
+        """The line its waiters of one process join, and the channels they hear.
+
+        One line per lock, never per name: a waiter must never be held back
+        by a waiter for another lock (``_engine/_waiters.py``).
+        """
         ...
 
     def attempts_begin(self) -> None:
@@ -148,6 +159,10 @@ class ExclusiveCommands:
 
     def fence_keys(self) -> tuple[bytes, bytes]:
         return self.keys.lock, self.keys.fence
+
+    def waiting(self) -> Waiting:
+        # Fair and unfair waiters of a name share it: one lock, one key.
+        return Waiting(self.kind, (self.keys.wake,))
 
     def attempts_begin(self) -> None:
         pass

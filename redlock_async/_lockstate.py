@@ -75,10 +75,12 @@ class LockState(AsyncOnly):
 
     @property
     def token(self) -> str | None:
-        """The current grant's token (40 hex characters), None when not held.
+        """The current grant's token (40 hex characters; a multilock's: ``m:`` and
+        40 hex characters), None when not held.
 
         Another task or process holds the same grant with
-        :meth:`Redlock.adopt` (``await redlock.adopt(lock.name, token, ttl=...)``).
+        :meth:`Redlock.adopt` (``await redlock.adopt(lock.name, token, ttl=...)``);
+        plain locks' tokens only.
         """
         grant = self._grant
         return grant.token.decode("ascii") if grant is not None else None

@@ -20,6 +20,14 @@ in sorted order, each with the plain lock's script, the node's vote yes only
 if every name was taken, the ones taken undone otherwise (docs/multilock.md:
 N round trips on that node, and a part of the set visible there briefly).
 
+A multilock's token is ``m:`` and the engine's 40 hex characters
+(:data:`TOKEN_PREFIX`), on the nodes as in ``lock.token``. Its keys are the
+plain locks' keys, so without a mark ``adopt()`` would take the token as a
+plain lock of one name, whose release would free that name alone while the
+multilock still reported the whole set held; marked, it is refused before
+anything is sent (``_adopt.check_token``). Hex never contains ``m`` or
+``:``, so no plain token, of this version or an older one, carries the mark.
+
 Not supported: ``fencing=True`` (one token for the set must be above every
 name's counter, and the write-back after disagreeing nodes would have to
 raise them all) and ``fair=True`` (a fair queue is per name): both raise
@@ -33,16 +41,19 @@ from typing import Final
 
 from ._commands import FairEntry
 from ._config import LockOptions
-from ._engine import Call, Command, Engine, SplitCommand, Tally
+from ._engine import Call, Command, Engine, SplitCommand, Tally, Waiting
 from ._errors import ConfigurationError
 from ._keys import KeyLayout, check_name
 from ._lock import Holdings, Lock
 from ._scripts import ACQUIRE, EXTEND, MULTI_ACQUIRE, MULTI_EXTEND, MULTI_RELEASE, RELEASE
 from ._timing import ttl_ms
 
-__all__ = ["MultiCommands", "MultiLock", "check_names"]
+__all__ = ["TOKEN_PREFIX", "MultiCommands", "MultiLock", "check_names"]
 
 _KIND: Final = b"m:"
+
+TOKEN_PREFIX: Final = b"m:"
+"""Before every multilock token: what tells it from a plain lock's (see the module doc)."""
 
 
 def check_names(names: object) -> tuple[str, ...]:
@@ -65,15 +76,15 @@ def check_names(names: object) -> tuple[str, ...]:
 class MultiCommands:
     """A multilock's commands: every name's exclusive lock key, one token.
 
-    ``keys`` is the first name's layout: its wake channel is the one a
-    waiter listens on (a release of another name is noticed at the next
-    retry, not at once).
+    ``keys`` is the first name's layout. A waiter listens on every name's
+    wake channel, in the line of its whole name set (``waiting``).
     """
 
     __slots__ = ("keys", "locks", "wakes")
 
     kind = _KIND
     stateful = False
+    token_prefix = TOKEN_PREFIX
 
     def __init__(self, layouts: Iterable[KeyLayout]) -> None:
         layouts = tuple(layouts)
@@ -133,6 +144,14 @@ class MultiCommands:
 
     def fence_keys(self) -> tuple[bytes, bytes]:
         raise ConfigurationError("a multilock has no fencing token")
+
+    def waiting(self) -> Waiting:
+        # The line of the whole set, not of its first name: [a, b] waiting for
+        # b must not hold back [a, c] (a free). The keys in sorted order are
+        # the set, and unambiguous joined (each ends in the closing brace of
+        # its hash tag, and names' braces are escaped). Woken by a release
+        # of any name: each may be the one it waits for.
+        return Waiting(_KIND + b"".join(self.locks), self.wakes)
 
     def attempts_begin(self) -> None:
         pass

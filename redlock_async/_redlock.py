@@ -186,10 +186,17 @@ class Redlock(AsyncOnly):
         return Lock(core, self._holdings, name, options, self._commands(name))
 
     async def adopt(self, name: str, token: str, **options: Unpack[LockKeywords]) -> Lock:
-        """Hold the grant ``token`` (a :attr:`Lock.token` from another task or process)
-        on ``name``: confirmed on a quorum by extending it to ``ttl``, and returned as
-        a held :class:`Lock` (keywords of :meth:`lock`). Raises LockNotOwned when a
-        quorum no longer holds that token, QuorumUnavailable when too few answer."""
+        """Hold the grant ``token`` (a plain lock's :attr:`Lock.token` from another task
+        or process) on ``name``: confirmed on a quorum by extending it to ``ttl``, and
+        returned as a held :class:`Lock` (keywords of :meth:`lock`).
+
+        The taker's copy and this one never shorten each other's keys, so each
+        copy's ``held`` and ``valid_for`` are lower bounds; a release by either
+        ends the grant for both, a renewal by either keeps it alive for both.
+        Raises LockNotOwned when a quorum no longer holds that token,
+        QuorumUnavailable when too few answer, and ConfigurationError for a
+        string that is not a plain lock's token (a multilock's token included:
+        adopting one of its names would let a release free that name alone)."""
         lock = self.lock(name, **options)
         return await adopt(lock, self._commands(name), self._core, token)
 

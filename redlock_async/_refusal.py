@@ -41,8 +41,8 @@ async def judged(
     nor is anyone when no refusal came (a failure then decides at once,
     whatever a busy node would say later).
     """
-    if failures is None:
-        return errors
+    if failures is None or failures.unadmitted or not failures.tallies:
+        return errors  # nothing was sent on the last try: no vote to wait for
     tally = failures.tallies[-1]
     if (
         not _busy(tally)
@@ -68,6 +68,17 @@ def not_acquired(
     if failures.count > 1:
         spent = f"{timeout}s, " if timeout else ""
         waited = f" (gave up after {spent}{failures.count} attempts)"
+    if failures.unadmitted:
+        # The last try never left the client: what earlier attempts saw
+        # ("held elsewhere"?) is not why it gave up. Unavailable (503): the
+        # process cannot get an answer now, whatever the name's state.
+        message = (
+            f"lock {name!r}: not attempted: too many attempts in flight - "
+            f"{failures.unadmitted} acquire attempts of this Redlock held every admission "
+            f"slot until the timeout"
+        )
+        attempts = [votes(t) for t in failures.tallies]
+        return QuorumUnavailable(message + waited, errors, attempts, failures.count)
     tally = failures.tallies[-1]
     attempts = [votes(t) for t in failures.tallies]
     count = failures.count

@@ -36,7 +36,7 @@ from typing import Final, Generic, TypeVar
 
 from ._batch import CHUNK, Batch, extend_many
 from ._commands import Commands
-from ._engine import Command, Engine
+from ._engine import Command, Engine, vote_limit
 from ._errors import NodeError
 from ._grant import Grant, apply_votes
 from ._observe import RENEWAL, debug
@@ -247,15 +247,14 @@ class Renewals(Generic[_Owner]):
             for renewer, grant in alone
         ]
         if members:
-            batch = self._batch(members, grants, started, extend_many(members, grants))
-            # A list reply is no vote to the tally: the batch keeps its own
-            # deadline (see _batch.py).
-            loop.call_later(node_timeout, batch.expire)
-            batches.append(batch)
-        if soonest - started < node_timeout:
+            # A list reply is no vote to the tally, but the tally still times
+            # out late nodes, by the rule of every fan-out (see _batch.py).
+            batches.append(self._batch(members, grants, started, extend_many(members, grants)))
+        decided_by = vote_limit(node_timeout)  # every batch is decided within this of the send
+        if soonest - started < decided_by:
             # Retries close to their loss deadline: the verdict may come after
             # it, so the deadline is kept by a timer of its own.
-            loop.call_later(soonest - started, self._overdue, batches, started + node_timeout)
+            loop.call_later(soonest - started, self._overdue, batches, started + decided_by)
 
     def _batch(
         self,

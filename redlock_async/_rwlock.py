@@ -22,7 +22,7 @@ from typing import NoReturn, Unpack
 
 from ._commands import FairEntry, clean_first_try, fair_acquire, fair_leave
 from ._config import LockOptions
-from ._engine import Command, Engine, Script, Tally
+from ._engine import Command, Engine, Script, Tally, Waiting
 from ._errors import ConfigurationError, RedlockError
 from ._keys import KeyLayout
 from ._lock import Holdings, Lock, LockKeywords
@@ -32,6 +32,8 @@ from ._timing import ttl_ms, writer_marker_ttl
 __all__ = ["RWLock", "ReadLock", "WriteLock"]
 
 OptionsFactory = Callable[..., LockOptions]
+
+_RW_LINE = b"rw"  # the line of both views' waiters (Commands.waiting)
 
 
 class RWLock:
@@ -168,6 +170,11 @@ class _ReadCommands:
     def fence_keys(self) -> tuple[bytes, bytes]:
         raise ConfigurationError("read locks carry no fencing token")
 
+    def waiting(self) -> Waiting:
+        # One line with the writers (one lock, and a writer must get its
+        # turn); readers win together. An exclusive lock of the name has its own.
+        return Waiting(_RW_LINE, (self.keys.wake,), shared=True)
+
     def attempts_begin(self) -> None:
         pass
 
@@ -225,6 +232,9 @@ class _WriteCommands:
 
     def fence_keys(self) -> tuple[bytes, bytes]:
         return self.keys.writer, self.keys.rw_fence
+
+    def waiting(self) -> Waiting:
+        return Waiting(_RW_LINE, (self.keys.wake,))
 
     def attempts_begin(self) -> None:
         self._check()

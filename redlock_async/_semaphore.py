@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Final, Self
 
 from ._config import LockOptions
-from ._engine import Command, Engine, Tally, Unsent
+from ._engine import Command, Engine, Tally, Unsent, Waiting
 from ._errors import ConfigurationError, LockBusy, QuorumUnavailable, RedlockError
 from ._keys import KeyLayout
 from ._lock import UNSET, Holdings, Lock, Unset
@@ -212,6 +212,13 @@ class SemaphoreCommands:
 
     def fence_keys(self) -> tuple[bytes, bytes]:
         raise RedlockError("semaphores have no fencing tokens")  # refused at construction
+
+    def waiting(self) -> Waiting:
+        # One line per semaphore: its name (the channel) and its limit (another
+        # limit is another set of slots). A grant may leave slots free for the
+        # next waiter, which then tries at once (one attempt at a time: no herd).
+        limit = self.limit
+        return Waiting(b"s:%d" % limit, (self.keys.wake,), room=limit > 1)
 
     def attempts_begin(self) -> None:
         pass

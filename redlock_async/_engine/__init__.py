@@ -7,13 +7,18 @@ The lock layer imports from here only. What it gets:
 - :class:`Command` and :class:`Script` - what a fan-out runs (a
   :class:`SplitCommand` also says how a Redis Cluster node runs it, a slot at a time);
 - :class:`Tally` and :func:`is_yes` - the votes of one fan-out;
+  :func:`vote_limit` - the longest a vote can stay pending;
+- :class:`Admission` - the slots of acquire attempts in flight
+  (``Engine.admission``);
 - :class:`Subscription` - a waiter's place in its lock's line on a wake
-  channel (``active``: its turn to attempt; ``wait``, ``close``).
+  channel (``active``: its turn to attempt; ``wait``, ``close``), and
+  :class:`Waiting` - which line, heard on which channels (``wake.subscribe``).
 
 Everything that makes it fast (cached loops, hand-built EVALSHA heads,
 pipelined writes, the deadline queue) stays behind these names.
 """
 
+from ._admission import Admission
 from ._engine import Engine, TokenPool
 from ._node import (
     SERVER_ID,
@@ -27,11 +32,12 @@ from ._node import (
     stall_limit,
 )
 from ._restarts import TtlLedger
-from ._tally import Tally, is_yes, quorum_of
-from ._wake import Subscription
+from ._tally import Tally, is_yes, quorum_of, vote_limit
+from ._wake import Subscription, Waiting
 
 __all__ = [
     "SERVER_ID",
+    "Admission",
     "Call",
     "Command",
     "Engine",
@@ -44,7 +50,9 @@ __all__ = [
     "TokenPool",
     "TtlLedger",
     "Unsent",
+    "Waiting",
     "is_yes",
     "quorum_of",
     "stall_limit",
+    "vote_limit",
 ]

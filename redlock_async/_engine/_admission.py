@@ -10,6 +10,18 @@ takes about N / throughput seconds, and every healthy node's vote counts.
 Only ``acquire()`` attempts are admitted. Releases, undos and renewals go out
 at once: they free capacity or keep grants alive, and must not wait behind new
 attempts.
+
+Waiting in line must not break a caller's own bound, whatever other locks of
+the process are doing (1,024 attempts each waiting ``node_timeout`` for a dead
+node's tie-breaking vote filled every slot for that long):
+
+- a wait has a deadline (the caller's ``timeout``): at it, the caller leaves
+  the line without a slot and gives up, saying why;
+- one-shot attempts (``blocking=False``, ``timeout=0``) get a reserve of
+  slots (a quarter more) that blocking attempts never take, and a line of
+  their own, served first: a one-shot never waits behind blocking attempts,
+  only behind more one-shots than the reserve holds - a burst of its own
+  kind, which still queues here rather than flooding the nodes.
 """
 
 from __future__ import annotations
@@ -23,46 +35,87 @@ LIMIT = 1024
 takes a Redis node a few milliseconds; far fewer would not keep five nodes
 busy (see benchmarks/burst.py)."""
 
+RESERVE = 4
+"""One-shot attempts may exceed the limit by ``limit // RESERVE``: a quarter
+more on the wire costs a healthy node a millisecond or so, and lets a
+one-shot go out while blocking attempts hold every slot."""
+
 
 class Admission:
     """Slots for attempts in flight; callers beyond ``limit`` wait in arrival order.
 
     The fast path is the caller's: ``if admission.free > 0: admission.free -= 1``
-    else ``await admission.wait()``; either way ``admission.leave()`` once the
-    attempt is decided.
+    else ``await admission.wait(timeout, oneshot=...)`` (False: no slot before
+    the timeout); with a slot, ``admission.leave()`` once the attempt is decided.
+    ``free`` goes below zero while one-shots use the reserve.
     """
 
-    __slots__ = ("_queue", "free")
+    __slots__ = ("_oneshots", "_queue", "free", "limit", "reserve")
 
     def __init__(self, limit: int = LIMIT) -> None:
         self.free = limit
-        # Waiters in arrival order; a dict, so a cancelled one leaves in O(1).
-        self._queue: dict[asyncio.Future[None], None] = {}
+        self.limit = limit
+        self.reserve = limit // RESERVE
+        # Waiters in arrival order; a dict, so one that leaves does so in O(1).
+        self._queue: dict[asyncio.Future[bool], None] = {}
+        self._oneshots: dict[asyncio.Future[bool], None] = {}  # served before _queue
 
     @property
     def waiting(self) -> int:
-        return len(self._queue)
+        return len(self._queue) + len(self._oneshots)
 
-    async def wait(self) -> None:
-        """Wait for a slot (the caller found none free); on return it is the caller's."""
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue[future] = None
+    async def wait(self, timeout: float | None = None, *, oneshot: bool = False) -> bool:
+        """Wait for a slot (the caller found none free) at most ``timeout`` seconds
+        (None: for ever). True: the slot is the caller's; False: none came in time."""
+        oneshots = self._oneshots
+        if oneshot and self.free > -self.reserve and not oneshots:
+            self.free -= 1  # the reserve: blocking attempts hold every other slot
+            return True
+        if timeout is not None and timeout <= 0:
+            return False  # not a moment to wait: refused at once
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
+        queue = oneshots if oneshot else self._queue
+        queue[future] = None
+        timer = None if timeout is None else loop.call_later(timeout, _give_up, future)
         try:
-            await future
+            return await future
         except asyncio.CancelledError:
-            if future in self._queue:
-                del self._queue[future]  # still waiting: nothing to give back
-            elif not future.cancelled():
+            if future in queue:
+                del queue[future]  # still waiting: nothing to give back
+            elif not future.cancelled() and future.result():
                 self.leave()  # handed a slot, then cancelled before using it: pass it on
             raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+            queue.pop(future, None)  # gave up at the deadline: out of the line
 
     def leave(self) -> None:
-        """An attempt is decided: its slot goes to the longest waiter, or back to the pool."""
-        queue = self._queue
-        while queue:
-            future = next(iter(queue))
-            del queue[future]
+        """An attempt is decided: its slot goes to the longest waiter, or back to the pool.
+
+        One-shots waiting means the reserve is in use (``free`` is at its
+        floor): the slot is theirs. Otherwise a slot freed while ``free`` is
+        below zero repays the reserve before a blocking waiter may have it.
+        """
+        oneshots = self._oneshots
+        while oneshots:
+            future = next(iter(oneshots))
+            del oneshots[future]
             if not future.done():
-                future.set_result(None)
+                future.set_result(True)
                 return
+        if self.free >= 0:
+            queue = self._queue
+            while queue:
+                future = next(iter(queue))
+                del queue[future]
+                if not future.done():
+                    future.set_result(True)
+                    return
         self.free += 1
+
+
+def _give_up(future: asyncio.Future[bool]) -> None:
+    if not future.done():
+        future.set_result(False)

@@ -7,8 +7,11 @@ and failures that a quorum is out of reach, or the silent nodes' votes have
 timed out. A node's vote times out once the node has been silent toward us
 for ``node_timeout`` - counted from when it last answered or when its oldest
 unanswered command was written, never from when the client queued ours: a
-node working through a backlog of our own commands keeps its vote (see
-:meth:`Tally.expire`).
+node working through a backlog of our own commands keeps its vote - but not
+past :func:`vote_limit` after the fan-out, however steadily it answers
+others (see :meth:`Tally.expire`). One rule for every fan-out: acquires,
+releases, extends, and batched renewals (which read the tally's expiry,
+:meth:`Tally.when_expired`).
 Late replies are still recorded, and callers may chain work after them
 (:meth:`Tally.when_settled`): that is how cleanup reaches nodes whose reply
 has not arrived yet. The restart quarantine is applied here, once, for
@@ -22,15 +25,42 @@ from collections.abc import Callable
 from typing import Protocol
 
 from .._errors import NodeError, NodeTimeoutError
-from ._node import Command, Node, Reply
+from ._node import Command, Node, Reply, stall_limit
 from ._restarts import Restarts
 
-__all__ = ["PENDING", "SKIPPED", "Group", "Tally", "is_yes", "quorum_of"]
+__all__ = ["PENDING", "SKIPPED", "Group", "Tally", "is_yes", "quorum_of", "vote_limit"]
 
 # Timers may fire up to a millisecond early (uvloop counts whole
 # milliseconds): a node silent for node_timeout less this counts as silent,
 # so that a recheck due at that time cannot find it a hair short, again.
 _EARLY = 0.001
+
+# Why a pending vote timed out (Tally.silent): the node said nothing for
+# node_timeout, or it kept answering earlier commands past the backlog bound.
+_SILENT = 1
+_BACKLOG = 2
+
+
+def backlog_limit(node_timeout: float) -> float:
+    """How long past its fan-out's deadline a node busy with earlier commands keeps its vote.
+
+    The span a node may leave every command unanswered before its connection
+    is dropped (``stall_limit``: 4 x node_timeout, at least 0.5 s): a node
+    that answers, but not ours, for that long is treated no better than a
+    silent one. Admission keeps at most a few milliseconds of our own work
+    queued on a healthy node, and a burst's busy event loop (20,000 one-shot
+    acquires: 0.3 s between send and reply) stays well inside it, so only a
+    node that is really slow - throttled, swapping, overloaded by others -
+    ever reaches it. Looked up at call time (the fault suite's mutant
+    ``unbounded-backlog-vote`` swaps it).
+    """
+    return stall_limit(node_timeout)
+
+
+def vote_limit(node_timeout: float) -> float:
+    """The longest a vote can stay pending after its fan-out was sent (on a loop
+    that is not blocked): ``node_timeout``, then :func:`backlog_limit` more."""
+    return node_timeout + backlog_limit(node_timeout)
 
 
 class Group(Protocol):
@@ -78,6 +108,7 @@ class Tally:
     """Per-node outcomes of one fan-out, and the decision drawn from them."""
 
     __slots__ = (
+        "_expiry",
         "_no_short",
         "_waiters",
         "_yes_short",
@@ -115,11 +146,13 @@ class Tally:
         self.deadline = deadline
         self.replies: list[Reply | _Pending] = [PENDING] * n
         self.no = 0
-        self.expired = False  # every node still missing has been silent for node_timeout
-        # Per node: its vote timed out while others' have not yet (see expire).
-        self.silent: list[bool] | None = None
+        self.expired = False  # every node still missing has timed out (see expire)
+        # Per node: its vote timed out (_SILENT or _BACKLOG: why) while others'
+        # have not yet (see expire); 0 while it has not.
+        self.silent: list[int] | None = None
         self.decided = decided
         self._waiters: dict[int, list[Callable[[Reply], None]]] | None = None
+        self._expiry: Callable[[], None] | None = None  # told once expired (when_expired)
         # The deadline queue holding this tally until every node answered.
         self.due: dict[Tally, None] | None = None
         # Cleanups (releases) set this: a node whose connection failed gets
@@ -209,14 +242,24 @@ class Tally:
         queued faster than they answered, and each failed attempt added
         more work (a burst of 5,000 acquires granted none). Validity is still
         counted from before the send, so a later vote costs validity, never
-        safety. ``force``: every missing node times out now (closing).
+        safety.
+
+        But not for ever: a node answering a backlog slowly and steadily
+        (throttled, overloaded by other clients) was never silent, and kept
+        every vote - and every caller - waiting until it got through. Its vote
+        also fails :func:`backlog_limit` after this deadline, so every vote
+        is decided within :func:`vote_limit` of the send. ``force``: every
+        missing node times out now (closing).
         """
         if not self.missing:
             return None
-        limit = self.group.node_timeout - _EARLY
+        node_timeout = self.group.node_timeout
+        limit = node_timeout - _EARLY
+        # self.deadline is the send plus node_timeout, on the loop's clock.
+        cap = self.deadline + backlog_limit(node_timeout) - _EARLY
         silent = self.silent
         if silent is None:
-            silent = self.silent = [False] * self.n
+            silent = self.silent = [0] * self.n
         again: float | None = None
         waiting = 0
         for index, (node, reply) in enumerate(zip(self.group.nodes, self.replies, strict=True)):
@@ -228,18 +271,25 @@ class Tally:
             # come back forever.
             due = float("-inf") if force else node.silent_since() + limit
             if due <= now:
-                silent[index] = True
-                on_error = self.group.on_error
-                if on_error is not None and not force:
-                    on_error(index, self._timed_out(node))
+                silent[index] = _SILENT
+            elif cap <= now:
+                silent[index] = _BACKLOG
             else:
                 waiting += 1
+                due = min(due, cap)
                 if again is None or due < again:
                     again = due
+                continue
+            on_error = self.group.on_error
+            if on_error is not None and not force:
+                on_error(index, self._timed_out(index))
         if not waiting:
             self.expired = True
             if not self.decided.done():
                 self.decided.set_result(self.yes >= self.quorum)
+            expiry, self._expiry = self._expiry, None
+            if expiry is not None:
+                expiry()
             return None
         timed_out = sum(1 for i, r in enumerate(self.replies) if r is PENDING and silent[i])
         if timed_out >= self._no_short and not self.decided.done():
@@ -256,10 +306,26 @@ class Tally:
             self._waiters = {}
         self._waiters.setdefault(index, []).append(then)
 
-    def _timed_out(self, node: Node) -> NodeTimeoutError:
-        return NodeTimeoutError(
-            f"{node.name}: no reply within node_timeout={self.group.node_timeout}s"
-        )
+    def when_expired(self, then: Callable[[], None]) -> None:
+        """Run ``then()`` once every node still missing has timed out (one caller only).
+
+        A tally whose every node answers never expires. For fan-outs whose
+        replies are no votes to the tally (a batch renewal's lists): they
+        time out late nodes by the same rule as every other fan-out.
+        """
+        self._expiry = then
+
+    def _timed_out(self, index: int) -> NodeTimeoutError:
+        name = self.group.nodes[index].name
+        node_timeout = self.group.node_timeout
+        silent = self.silent
+        if silent is not None and silent[index] == _BACKLOG:
+            waited = node_timeout + backlog_limit(node_timeout)
+            return NodeTimeoutError(
+                f"{name}: no reply within {waited:g}s: it was still answering earlier "
+                f"commands (a backlog; node_timeout={node_timeout}s)"
+            )
+        return NodeTimeoutError(f"{name}: no reply within node_timeout={node_timeout}s")
 
     def answering(self) -> list[int]:
         """The nodes whose vote is still pending and has not timed out."""
@@ -282,7 +348,7 @@ class Tally:
         result: dict[str, NodeError] = {}
         for i, (node, reply) in enumerate(zip(self.nodes, self.replies, strict=True)):
             if reply is PENDING and (self.expired or (self.silent is not None and self.silent[i])):
-                result[node.name] = self._timed_out(node)
+                result[node.name] = self._timed_out(i)
             elif isinstance(reply, NodeError) and reply is not SKIPPED:
                 result[node.name] = reply
         return result

@@ -1,15 +1,19 @@
 """The waiters of one process for one lock: a line, and each waiter's place in it.
 
 Pure logic over asyncio events, no I/O: the hub (``_wake.py``) makes the
-lines, tells them of releases, and is told when a waiter leaves. Only the
-*active* waiters - the first, or the leading run of shared ones (readers)
-behind a shared first - make attempts; the *passive* ones behind wait,
-without attempts, until promoted:
+lines, tells them of releases, and is told when a waiter leaves. A line is
+one *lock*, as its :class:`Waiting` names it: waiters for different locks
+never share one, so none is ever held back by a waiter for another lock
+(two multilocks sharing a name, a plain lock and a multilock of its name).
+Only the *active* waiters - the first, or the leading run of shared ones
+(readers) behind a shared first - make attempts; the *passive* ones behind
+wait, without attempts, until promoted:
 
 - an active waiter that leaves without a grant (timeout, cancelled, failed)
   may have taken a wake-up with it: the next is promoted and woken at once;
 - one that leaves with a grant: the next is promoted and polls at its retry
-  delay, woken early by that grant's release;
+  delay, woken early by that grant's release - unless the grant may have
+  left room (a semaphore's other slots): then the next is woken at once;
 - a passive waiter leaving from right behind a run of readers lets the
   readers behind it join the run (woken: they never got its wake-ups).
 """
@@ -19,16 +23,37 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["Line", "Owner", "Subscription"]
+__all__ = ["Line", "Owner", "Subscription", "Waiting"]
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """Where the waiters of one lock line up in a process, and how they take turns.
+
+    Made by the lock's commands (``Commands.waiting``), only once a waiter
+    waits: a grant at the first attempt pays nothing.
+    """
+
+    line: bytes
+    """The lock's identity: waiters with equal ``line`` and first channel
+    wait for the same lock and take turns in one line; no two locks share it."""
+    channels: tuple[bytes, ...]
+    """Where its releases are announced (a multilock: each of its names'
+    channels, the first name's first); a message on any wakes its active waiters."""
+    shared: bool = False
+    """A reader: it wins together with the readers next to it."""
+    room: bool = False
+    """A grant may leave room for the next waiter (a semaphore's other slots)."""
 
 
 class Owner(Protocol):
     """What a waiter asks of the hub that made it."""
 
-    def listening(self, channel: bytes) -> bool:
-        """Whether some node will announce a release on ``channel`` (or soon will)."""
+    def listening(self, *channels: bytes) -> bool:
+        """Whether some node will announce a release on one of ``channels`` (or soon will)."""
         ...
 
     def leave(self, subscription: Subscription, granted: bool) -> None:
@@ -43,20 +68,22 @@ class Subscription:
         "_owner",
         "active",
         "armed",
-        "channel",
+        "channels",
         "event",
         "hint",
         "line",
         "next",
         "prev",
+        "room",
         "shared",
         "woken",
     )
 
-    def __init__(self, owner: Owner, channel: bytes, shared: bool) -> None:
+    def __init__(self, owner: Owner, waiting: Waiting) -> None:
         self._owner = owner
-        self.channel = channel
-        self.shared = shared  # a reader: wins together with the readers next to it
+        self.channels = waiting.channels
+        self.shared = waiting.shared  # a reader: wins together with the readers next to it
+        self.room = waiting.room  # its grant may leave room for the next (a semaphore)
         self.active = False  # makes attempts (it can win now); else waits to be promoted
         self.event = asyncio.Event()  # set to end a wait: woken, promoted or closing
         self.woken = False  # why the event is set: True = attempt now
@@ -84,8 +111,8 @@ class Subscription:
         now = asyncio.get_running_loop().time()
         if not self.active:
             end = None if idle is None else now + idle
-            owner, channel = self._owner, self.channel
-            while not (self.active or self.woken) and owner.listening(channel):
+            owner, channels = self._owner, self.channels
+            while not (self.active or self.woken) and owner.listening(*channels):
                 if self.line is not None:
                     self.line.sleeping = True  # to be roused should nobody listen any more
                 if not await self._until(end):
@@ -130,17 +157,18 @@ class Subscription:
 
 
 class Line:
-    """The waiters of one lock on one channel, in arrival order: a linked list.
+    """The waiters of one process for one lock, in arrival order: a linked list.
 
     The active waiters are a prefix: the head, and the readers right behind a
     reader head. ``boundary`` is the first passive waiter (None: all active).
     Every operation is O(1), promotions amortised: each waiter is promoted once.
     """
 
-    __slots__ = ("active", "boundary", "head", "key", "sleeping", "tail")
+    __slots__ = ("active", "boundary", "channels", "head", "key", "sleeping", "tail")
 
-    def __init__(self, key: bytes) -> None:
+    def __init__(self, key: bytes, channels: tuple[bytes, ...]) -> None:
         self.key = key
+        self.channels = channels  # the hub lists the line under each of them
         self.head: Subscription | None = None
         self.tail: Subscription | None = None
         self.boundary: Subscription | None = None
@@ -181,9 +209,15 @@ class Line:
             sub.active = False
             self.active -= 1
             if self.active == 0:
-                # The next may have missed the wake-up this one took with it,
-                # unless this one won: then it waits for that grant's release.
-                self.promote(sub.hint if not granted else None, not granted)
+                if not granted:
+                    # The next may have missed the wake-up this one took with it.
+                    self.promote(sub.hint, True)
+                else:
+                    # This one won: the next waits for that grant's release,
+                    # unless the grant may have left room (a semaphore's
+                    # other slots, freed together): then it tries them now.
+                    # One attempt at a time still: no herd when none is left.
+                    self.promote(None, sub.room)
         else:
             # A passive waiter gone from right behind a run of readers lets
             # the readers behind it join the run; they never got its wake-ups.

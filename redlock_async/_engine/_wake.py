@@ -2,14 +2,17 @@
 
 A release script announces itself on the lock's channel (``SPUBLISH``), with
 the released token as the message. A waiting ``acquire()`` subscribes to
-that channel on every node and joins its *line*: the waiters of one process
-for one lock, in arrival order. Only the waiters that can win now are
-*active* - the first one, or the leading run of readers when the first is a
-reader: they retry as soon as a release is announced, and poll at their
-jittered retry delay meanwhile (a message is a hint, never the source of
-truth, so a lost one costs at most one retry delay). The others are
-*passive*: no attempts, no polling, until they are promoted. So one release
-costs one attempt per process, not one per waiter.
+that channel on every node (a multilock: each of its names' channels) and
+joins its *line*: the waiters of one process for one lock, in arrival
+order. A line is keyed by the lock's identity (``Waiting.line``: a
+multilock's whole name set, a semaphore's limit), never by a name alone: a
+waiter is never held back by a waiter for another lock. Only the waiters
+that can win now are *active* - the first one, or the leading run of
+readers when the first is a reader: they retry as soon as a release is
+announced, and poll at their jittered retry delay meanwhile (a message is a
+hint, never the source of truth, so a lost one costs at most one retry
+delay). The others are *passive*: no attempts, no polling, until they are
+promoted. So one release costs one attempt per process, not one per waiter.
 
 - A release reaches every node and each node announces it: the hub wakes the
   active waiters on the first message of a token and ignores its echoes
@@ -18,10 +21,12 @@ costs one attempt per process, not one per waiter.
 - An active waiter that leaves without a grant (timeout, cancelled, failed)
   may have taken a wake-up with it: the next is promoted and woken at once.
   One that leaves with a grant: the next is promoted and waits for that
-  grant's release (or its own retry delay: the holder may crash).
+  grant's release (or its own retry delay: the holder may crash) - unless
+  the grant may have left room (a semaphore): then it is woken at once.
 - While no node listens on the channel (down, refusing, Redis < 7, the
   connection lost), nobody would be woken: every waiter polls, as without
-  wake-ups. A subscription still being made counts as listening.
+  wake-ups. A subscription still being made counts as listening; a
+  multilock's line is heard while any of its channels is.
 
 Subscriptions are shared: one connection per node per Redlock, one
 ``SSUBSCRIBE`` per channel however many waiters, ``SUNSUBSCRIBE`` when the
@@ -41,9 +46,9 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from ._waiters import Line, Subscription
+from ._waiters import Line, Subscription, Waiting
 
-__all__ = ["Subscriber", "Subscription", "WakeHub", "WakeSource"]
+__all__ = ["Subscriber", "Subscription", "Waiting", "WakeHub", "WakeSource"]
 
 # Tokens remembered per channel to recognise one release's echoes from the
 # other nodes. They arrive within a round trip of each other; an echo older
@@ -86,7 +91,11 @@ class Subscriber(Protocol):
 
 
 class _Channel:
-    """One channel's lines (one per lock sharing it) and the tokens lately announced."""
+    """The lines listening on one channel (one per lock) and the tokens lately announced.
+
+    A multilock's line is listed on the channel of each of its names, under
+    the same key (its whole name set: no other lock's).
+    """
 
     __slots__ = ("lines", "seen")
 
@@ -114,45 +123,38 @@ class WakeHub:
     def enabled(self) -> bool:
         return bool(self._subscribers)
 
-    async def subscribe(
-        self,
-        channel: bytes,
-        timeout: float | None = None,
-        *,
-        line: bytes = b"",
-        shared: bool = False,
-    ) -> Subscription:
-        """Join the ``line`` of ``channel``; returns once the nodes confirmed, or
-        after ``timeout`` seconds (default: node_timeout) with the late nodes
-        still subscribing. ``shared``: a waiter that wins together with the
-        shared waiters next to it (a reader). Whether the new waiter is active
-        (makes attempts) is ``Subscription.active``.
+    async def subscribe(self, waiting: Waiting, timeout: float | None = None) -> Subscription:
+        """Join the line ``waiting`` names, listening on its channels; returns
+        once the nodes confirmed, or after ``timeout`` seconds (default:
+        node_timeout) with the late nodes still subscribing. Whether the new
+        waiter is active (makes attempts) is ``Subscription.active``.
 
-        Cancelled (or failing) while it waits, it leaves the channel again, so
+        Cancelled (or failing) while it waits, it leaves the channels again, so
         nothing stays subscribed for a waiter that is gone.
         """
         if timeout is None:
             timeout = self.node_timeout
-        subscription = Subscription(self, channel, shared)
+        subscription = Subscription(self, waiting)
         # Registered before any I/O: a node may confirm (and a release be
         # announced) before the others answer.
-        chan = self._channels.get(channel)
-        if chan is None:
-            chan = self._channels[channel] = _Channel()
-        queue = chan.lines.get(line)
-        if queue is None:
-            queue = chan.lines[line] = Line(line)
+        channels, key = waiting.channels, waiting.line
+        queue = self._line(channels, key)
         queue.join(subscription)
         for subscriber in self._subscribers:
-            subscriber.want(channel)
+            for channel in channels:
+                subscriber.want(channel)
         if not subscription.active:
             # It makes no attempt until its turn: a subscription under way will do.
             return subscription
         # It tries once more once subscribed: it must know the nodes listen.
-        subscribers = [s for s in self._subscribers if not s.subscribed(channel)]
-        if not subscribers:
+        pending = [
+            asyncio.ensure_future(s.ensure(channel))
+            for s in self._subscribers
+            for channel in channels
+            if not s.subscribed(channel)
+        ]
+        if not pending:
             return subscription
-        pending = [asyncio.ensure_future(s.ensure(channel)) for s in subscribers]
         try:
             # A slow or dead node must not hold the waiter back: it just won't wake it.
             _, late = await asyncio.wait(pending, timeout=timeout)
@@ -165,20 +167,36 @@ class WakeHub:
             task.cancel()
         return subscription
 
+    def _line(self, channels: tuple[bytes, ...], key: bytes) -> Line:
+        """The line ``key`` of the lock announced on ``channels``, made if new."""
+        chan = self._channels.get(channels[0])
+        queue = None if chan is None else chan.lines.get(key)
+        if queue is None:
+            queue = Line(key, channels)
+            for channel in channels:
+                chan = self._channels.get(channel)
+                if chan is None:
+                    chan = self._channels[channel] = _Channel()
+                chan.lines[key] = queue
+        return queue
+
     def wanted(self, channel: bytes) -> bool:
         return channel in self._channels
 
-    def listening(self, channel: bytes) -> bool:
-        """Whether some node will tell us of a release on ``channel`` (or soon will)."""
-        return any(s.listening(channel) for s in self._subscribers)
+    def listening(self, *channels: bytes) -> bool:
+        """Whether some node will tell us of a release on one of ``channels`` (or soon will)."""
+        return any(s.listening(channel) for channel in channels for s in self._subscribers)
 
     def unheard(self, channel: bytes) -> None:
-        """A node stopped listening on ``channel``: if none listens, every waiter polls."""
+        """A node stopped listening on ``channel``: the waiters of a line that
+        nobody listens for any more poll (a multilock's may still be heard on
+        another name's channel)."""
         chan = self._channels.get(channel)
         if chan is None or self.listening(channel):
             return
         for queue in chan.lines.values():
-            queue.rouse()
+            if len(queue.channels) == 1 or not self.listening(*queue.channels):
+                queue.rouse()
 
     def notify(self, channel: bytes, token: bytes) -> None:
         """A node announced the release of ``token`` on ``channel``."""
@@ -204,19 +222,24 @@ class WakeHub:
 
     def leave(self, subscription: Subscription, granted: bool) -> None:
         """``subscription`` leaves its line: its turn passes on (see ``Line.leave``)."""
-        channel = subscription.channel
-        chan = self._channels.get(channel)
         queue = subscription.line
-        if chan is None or queue is None or chan.lines.get(queue.key) is not queue:
-            return  # already gone, or reset() forgot it
+        if queue is None:
+            return  # already gone
+        chan = self._channels.get(queue.channels[0])
+        if chan is None or chan.lines.get(queue.key) is not queue:
+            return  # reset() forgot it
         queue.leave(subscription, granted)
         if queue.head is not None:
             return
-        del chan.lines[queue.key]
-        if not chan.lines:
-            del self._channels[channel]
-            for subscriber in self._subscribers:
-                subscriber.drop(channel)
+        for channel in queue.channels:
+            chan = self._channels.get(channel)
+            if chan is None or chan.lines.get(queue.key) is not queue:
+                continue
+            del chan.lines[queue.key]
+            if not chan.lines:
+                del self._channels[channel]
+                for subscriber in self._subscribers:
+                    subscriber.drop(channel)
 
     def reset(self) -> None:
         """Forget subscriptions made on another event loop or before a fork."""

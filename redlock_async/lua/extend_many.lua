@@ -10,7 +10,8 @@
 --          ... and so on: ARGV[3i-2], ARGV[3i-1], ARGV[3i] for KEYS[i]
 --
 -- Returns an array with one entry per key, in order:
---   1         the grant was still ours; it now expires its ttl from now
+--   1         the grant was still ours; it now expires no sooner than its
+--             ttl from now (raised to that, or already later)
 --   0         the key is absent, holds another token, or the reader expired:
 --             nothing was touched (never re-created)
 --   a string  the error the node raised for that key (e.g. WRONGTYPE): a
@@ -18,9 +19,12 @@
 --
 -- Each key is checked and renewed on its own, exactly as extend.lua or
 -- rw_read_extend.lua would, and one key's error never fails the others
--- (redis.pcall). The client sends at most about a thousand keys per call, so
--- that one call keeps the node busy for a millisecond or two. Keys of any
--- hash slot: the client batches only on nodes that are not a Redis Cluster.
+-- (redis.pcall). As there, an expiry is only ever raised, never lowered, a
+-- reader's score included: another live copy of the grant may have asked
+-- for a later one and report it held until then (extend.lua says why).
+-- The client sends at most about a thousand keys per call, so that one
+-- call keeps the node busy for a millisecond or two. Keys of any hash slot:
+-- the client batches only on nodes that are not a Redis Cluster.
 local function failed(reply)
     return type(reply) == 'table' and reply.err ~= nil
 end
@@ -33,7 +37,9 @@ local function extend_string(key, token, ttl)
     if held ~= token then
         return 0
     end
-    redis.call('PEXPIRE', key, ttl)
+    if redis.call('PTTL', key) < tonumber(ttl) then
+        redis.call('PEXPIRE', key, ttl)
+    end
     return 1
 end
 
@@ -48,11 +54,14 @@ local function extend_reader(key, token, ttl)
     if failed(pruned) then
         return pruned.err
     end
-    if redis.call('ZSCORE', key, token) == false then
+    local score = redis.call('ZSCORE', key, token)
+    if score == false then
         return 0
     end
     local ms = tonumber(ttl)
-    redis.call('ZADD', key, 'XX', now + ms, token)
+    if tonumber(score) < now + ms then
+        redis.call('ZADD', key, 'XX', now + ms, token)
+    end
     if redis.call('PTTL', key) < ms then
         redis.call('PEXPIRE', key, ms)
     end

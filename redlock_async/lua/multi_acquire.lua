@@ -3,7 +3,8 @@
 -- KEYS[1] ... KEYS[n]
 --          the exclusive lock keys of the names (sorted, no duplicates): the
 --          same keys plain locks of those names use, so each excludes the other
--- ARGV[1]  token: 40 hex characters, unique to this grant, written to every key
+-- ARGV[1]  token: "m:" and 40 hex characters, unique to this grant, written to
+--          every key (the mark tells adopt() it is no plain lock's token)
 -- ARGV[2]  ttl in milliseconds, an integer > 0
 --
 -- Returns

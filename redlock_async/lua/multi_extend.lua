@@ -6,7 +6,8 @@
 -- ARGV[2]  new ttl in milliseconds from now, an integer > 0
 --
 -- Returns
---   1  every key held ARGV[1]; each now expires ARGV[2] ms from now
+--   1  every key held ARGV[1]; each now expires no sooner than ARGV[2] ms
+--      from now (raised to that, or already later)
 --   0  some key is absent or holds another token: NOTHING was touched, not
 --      even the keys still ours
 -- Errors
@@ -17,12 +18,18 @@
 -- grant, so keeping its other keys alive would only block other clients
 -- from those names until they expire; left alone, they expire on their old
 -- schedule. PEXPIRE on existing keys only: renewal never re-creates a key.
+-- Each key's expiry is only ever raised, never lowered, as in extend.lua
+-- (which says why): another live copy of the grant may have asked for a
+-- later one and report the set held until then.
 for i = 1, #KEYS do
     if redis.call('GET', KEYS[i]) ~= ARGV[1] then
         return 0
     end
 end
+local ttl = tonumber(ARGV[2])
 for i = 1, #KEYS do
-    redis.call('PEXPIRE', KEYS[i], ARGV[2])
+    if redis.call('PTTL', KEYS[i]) < ttl then
+        redis.call('PEXPIRE', KEYS[i], ARGV[2])
+    end
 end
 return 1

@@ -5,19 +5,26 @@
 -- ARGV[2]  new ttl in milliseconds from now, an integer > 0
 --
 -- Returns
---   1  the token was a live reader; its expiry is now ARGV[2] ms from now
+--   1  the token was a live reader; it now expires no sooner than ARGV[2] ms
+--      from now (its score raised to that, or already later)
 --   0  it is gone or expired: nothing was touched (never re-created)
 --
 -- Renews only this reader, never the others in the set; the set's own expiry
--- is raised to cover it.
+-- is raised to cover it. Both are only ever raised, never lowered: another
+-- live copy of this read grant may have asked for a later expiry and report
+-- it held until then (extend.lua says why). Compared in Lua, as ZADD GT needs
+-- Redis 6.2.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if redis.call('ZSCORE', KEYS[1], ARGV[1]) == false then
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if score == false then
     return 0
 end
-redis.call('ZADD', KEYS[1], 'XX', now + ttl, ARGV[1])
+if tonumber(score) < now + ttl then
+    redis.call('ZADD', KEYS[1], 'XX', now + ttl, ARGV[1])
+end
 if redis.call('PTTL', KEYS[1]) < ttl then
     redis.call('PEXPIRE', KEYS[1], ttl)
 end

@@ -108,10 +108,13 @@ class Redlock:
         return wrapping.lock(self._redlock.semaphore(name, limit, **wrapping.keywords(options)))
 
     def adopt(self, name: str, token: str, **options: Unpack[SyncKeywords]) -> Lock:
-        """Hold the grant ``token`` (a :attr:`Lock.token` from another thread or
-        process) on ``name``, confirmed on a quorum; returns a held :class:`Lock`
-        (``with redlock.adopt(...):`` enters at once). Raises LockNotOwned when a
-        quorum no longer holds that token, QuorumUnavailable when too few answer."""
+        """Hold the grant ``token`` (a plain lock's :attr:`Lock.token` from another
+        thread or process) on ``name``, confirmed on a quorum; returns a held
+        :class:`Lock` (``with redlock.adopt(...):`` enters at once). Two copies of
+        one grant never shorten each other's keys (see the async
+        :meth:`redlock_async.Redlock.adopt`). Raises LockNotOwned when a quorum no
+        longer holds that token, QuorumUnavailable when too few answer,
+        ConfigurationError for a string that is not a plain lock's token."""
         wrapping = self._wrapping
         adopt = functools.partial(self._redlock.adopt, name, token, **wrapping.keywords(options))
         return wrapping.lock(wrapping.portal.call(adopt))

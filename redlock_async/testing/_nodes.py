@@ -73,14 +73,17 @@ class RedisNode:
         self.server.stop()
 
     # network faults
-    def delay(self, seconds: float, jitter: float = 0.0) -> None:
-        self.proxy.delay(seconds, jitter)
+    def delay(self, seconds: float, jitter: float = 0.0, spacing: float = 0.0) -> None:
+        self.proxy.delay(seconds, jitter, spacing)
 
     def blackhole(self) -> None:
         self.proxy.blackhole()
 
     def drop_replies(self) -> None:
         self.proxy.drop_replies()
+
+    def throttle(self, interval: float) -> None:
+        self.proxy.throttle(interval)
 
     def reset_connections(self) -> None:
         self.proxy.reset()

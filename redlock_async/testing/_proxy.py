@@ -11,12 +11,19 @@ applied the change, so sync and async tests alike can call them.
 
 Faults, per listener (each a port on 127.0.0.1 forwarding to one target):
 
-- ``delay(seconds, jitter)``: every chunk, each way, arrives that much later
-  (plus up to ``jitter``); chunks keep their order.
+- ``delay(seconds, jitter, spacing)``: every chunk, each way, arrives that
+  much later (plus up to ``jitter``); chunks keep their order, and leave at
+  least ``spacing`` apart: a node slow but steady, whose backlog grows while
+  it keeps answering.
 - ``blackhole()``: connections stay open, nothing is delivered either way;
   data sent meanwhile is held (as TCP would retransmit it) and delivered on
   ``heal()`` unless the connection is closed first.
 - ``drop_replies()``: requests reach the server, its replies are discarded.
+- ``throttle(interval)``: the server's replies reach their clients one at a
+  time, at most one every ``interval`` seconds over all connections: a node
+  answering steadily, but working through a backlog slowly. Set it while
+  the connections are quiet (replies are told apart from then on); what it
+  still holds is delivered at once on ``heal()``.
 - ``reset()``: abort every open connection with an RST; new ones are accepted.
 - ``refuse()``: stop listening (new connections are refused) and cut open ones.
 - ``heal()``: undo all of the above, listening again on the same port.
@@ -58,13 +65,18 @@ class ProxyListener:
     def _do(self, cmd: str, **fields: object) -> None:
         self._proxy.call({"cmd": cmd, "id": self._id, **fields})
 
-    def delay(self, seconds: float, jitter: float = 0.0) -> None:
-        """Hold each chunk ``seconds`` (plus up to ``jitter``), each way, in order."""
-        self._do("delay", seconds=seconds, jitter=jitter)
+    def delay(self, seconds: float, jitter: float = 0.0, spacing: float = 0.0) -> None:
+        """Hold each chunk ``seconds`` (plus up to ``jitter``), each way, in order,
+        and at least ``spacing`` after the chunk before it."""
+        self._do("delay", seconds=seconds, jitter=jitter, spacing=spacing)
 
     def blackhole(self) -> None:
         """Keep connections (and accepting new ones) but deliver nothing either way."""
         self._do("blackhole")
+
+    def throttle(self, interval: float) -> None:
+        """Deliver the server's replies one at a time, one per ``interval`` s at most."""
+        self._do("throttle", interval=interval)
 
     def drop_replies(self) -> None:
         """Forward requests to the server; discard its replies."""

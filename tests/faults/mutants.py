@@ -14,11 +14,30 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from redlock_async import _acquire, _batch, _commands, _redlock, _rwlock, _scripts, _semaphore
+from redlock_async import (
+    _acquire,
+    _batch,
+    _commands,
+    _multilock,
+    _redlock,
+    _rwlock,
+    _scripts,
+    _semaphore,
+)
 from redlock_async._commands import ExclusiveCommands
-from redlock_async._engine import Command, Engine, Script, _engine, _quorum, _tally
+from redlock_async._engine import (
+    Command,
+    Engine,
+    Script,
+    Waiting,
+    _admission,
+    _engine,
+    _quorum,
+    _tally,
+)
 from redlock_async._grant import Grant
 from redlock_async._lock import Lock
+from redlock_async._multilock import MultiCommands
 
 __all__ = ["MUTANTS", "apply"]
 
@@ -80,6 +99,66 @@ def _extend_recreates() -> None:
     _set(_rwlock, "EXTEND", broken)
     each = "redis.call('SET', KEYS[i], ARGV[3 * i - 1], 'PX', ARGV[3 * i]) r[i] = 1"
     _set(_batch, "EXTEND_MANY", _script("extend_many", _EACH_KEY % each))
+
+
+def _edited(script: Script, *edits: tuple[str, str]) -> Script:
+    """``script`` with each ``(old, new)`` edit made; fails loudly when ``old`` is gone."""
+    source = script.source.decode()
+    for old, new in edits:
+        assert old in source, f"{script.name}.lua changed: update this mutant"
+        source = source.replace(old, new)
+    return _script(script.name, source, grants=script.grants)
+
+
+# Each renewal script's "only raise" step (issue 24), as a PTTL (or score)
+# comparison around the write: the mutant drops the comparison.
+_RAISE_KEY = (
+    "    if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then\n"
+    "        redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "    end\n",
+    "    redis.call('PEXPIRE', KEYS[1], ARGV[2])\n",
+)
+_RAISE_EACH_KEY = (
+    "    if redis.call('PTTL', KEYS[i]) < ttl then\n"
+    "        redis.call('PEXPIRE', KEYS[i], ARGV[2])\n"
+    "    end\n",
+    "    redis.call('PEXPIRE', KEYS[i], ARGV[2])\n",
+)
+_RAISE_BATCHED_KEY = (
+    "    if redis.call('PTTL', key) < tonumber(ttl) then\n"
+    "        redis.call('PEXPIRE', key, ttl)\n"
+    "    end\n",
+    "    redis.call('PEXPIRE', key, ttl)\n",
+)
+_RAISE_BATCHED_READER = (
+    "    if tonumber(score) < now + ms then\n"
+    "        redis.call('ZADD', key, 'XX', now + ms, token)\n"
+    "    end\n",
+    "    redis.call('ZADD', key, 'XX', now + ms, token)\n",
+)
+_RAISE_READER = (
+    "if tonumber(score) < now + ttl then\n"
+    "    redis.call('ZADD', KEYS[1], 'XX', now + ttl, ARGV[1])\n"
+    "end\n",
+    "redis.call('ZADD', KEYS[1], 'XX', now + ttl, ARGV[1])\n",
+)
+
+
+def _renewal_shortens() -> None:
+    # Every renewal sets the expiry it asks for, lower or not (the scripts
+    # before issue 24): a copy of a grant renewing to a short ttl cuts the
+    # keys of another copy that claims a long one, and once the short one
+    # stops renewing, the name is granted again while the long one holds it.
+    # Every path a renewal takes: extend() and adopt() (extend.lua, through
+    # each kind's module), background renewals (extend_many.lua), multilocks
+    # (multi_extend.lua; extend.lua per key on a Redis Cluster) and readers.
+    extend = _edited(_scripts.EXTEND, _RAISE_KEY)
+    for module in (_commands, _rwlock, _semaphore, _multilock):
+        _set(module, "EXTEND", extend)
+    _set(_multilock, "MULTI_EXTEND", _edited(_scripts.MULTI_EXTEND, _RAISE_EACH_KEY))
+    _set(_rwlock, "READ_EXTEND", _edited(_scripts.READ_EXTEND, _RAISE_READER))
+    batched = _edited(_scripts.EXTEND_MANY, _RAISE_BATCHED_KEY, _RAISE_BATCHED_READER)
+    _set(_batch, "EXTEND_MANY", batched)
 
 
 def _no_rollback() -> None:
@@ -151,6 +230,17 @@ def _adopt_without_confirmation() -> None:
     _set(_redlock, "adopt", adopt)
 
 
+def _line_per_first_name() -> None:
+    # Multilock waiters of a process line up by their first name and kind,
+    # heard on that name's channel only (before issue 24): [a, c] waits,
+    # without attempts, behind [a, b] waiting for b, though a and c are free.
+    # A liveness bug, not a safety one: nothing is ever granted twice.
+    def waiting(self: MultiCommands) -> Waiting:
+        return Waiting(self.kind, (self.keys.wake,))
+
+    _set(MultiCommands, "waiting", waiting)
+
+
 # The release scripts of every kind of lock; past this many releases in
 # flight, the next are dropped (issue 24: the lean driver failed what was
 # beyond 65,536 commands in flight, here scaled down to what a worker does).
@@ -181,6 +271,27 @@ def _dropped_release_under_volume() -> None:
     _quorum.Quorum.fanout = fanout  # type: ignore[method-assign]
 
 
+def _admission_without_deadline() -> None:
+    # The admission line as it was: strict arrival order, no deadline, no
+    # one-shots' reserve - an acquire(timeout=0.3) or a blocking=False waits
+    # behind every other name's attempt, for as long as they take.
+    original = _admission.Admission.wait
+    assert "oneshot" in original.__code__.co_varnames, "Admission.wait changed: update this mutant"
+
+    async def wait(
+        self: _admission.Admission, timeout: float | None = None, *, oneshot: bool = False
+    ) -> bool:
+        return await original(self, None, oneshot=False)
+
+    _admission.Admission.wait = wait  # type: ignore[method-assign]
+
+
+def _unbounded_backlog_vote() -> None:
+    # Silence alone times a vote out: a node answering a backlog slowly, never
+    # silent for node_timeout, keeps every vote (and every caller) waiting.
+    _set(_tally, "backlog_limit", lambda node_timeout: float("inf"))
+
+
 MUTANTS: dict[str, Callable[[], None]] = {
     "quorum-n2": _quorum_of_half,
     "validity-ignores-elapsed": _validity_ignoring_elapsed,
@@ -194,7 +305,11 @@ MUTANTS: dict[str, Callable[[], None]] = {
     "reader-ignores-waiting-writer": _reader_ignores_waiting_writer,
     "semaphore-counts-per-node": _semaphore_counts_per_node,
     "adopt-without-confirmation": _adopt_without_confirmation,
+    "line-per-first-name": _line_per_first_name,
+    "renewal-shortens": _renewal_shortens,
     "dropped-release-under-volume": _dropped_release_under_volume,
+    "admission-without-deadline": _admission_without_deadline,
+    "unbounded-backlog-vote": _unbounded_backlog_vote,
 }
 
 

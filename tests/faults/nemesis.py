@@ -59,7 +59,10 @@ def _proxy(method: str) -> Action:
     def act(cluster: Cluster, fault: Fault) -> Callable[[], None]:
         for listener in cluster.listeners(fault.nodes, fault.workers):
             if method == "delay":
-                listener.delay(fault.args.get("seconds", 0.05), fault.args.get("jitter", 0.0))
+                args = fault.args
+                listener.delay(
+                    args.get("seconds", 0.05), args.get("jitter", 0.0), args.get("spacing", 0.0)
+                )
             else:
                 getattr(listener, method)()
 

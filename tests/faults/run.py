@@ -28,6 +28,8 @@ from redlock_async.testing._proxy import ProxyListener
 
 from .checkers import (
     Verdict,
+    adopt_scope,
+    call_bounds,
     cancel_safety,
     fencing_order,
     holder_told,
@@ -35,8 +37,10 @@ from .checkers import (
     mutual_exclusion,
     no_keys_left,
     no_lost_updates,
+    prompt_grants,
     rw_exclusion,
     semaphore_limit,
+    waits_only_for_its_names,
 )
 from .history import Event, load, merge
 from .nemesis import Fault, Nemesis
@@ -53,7 +57,7 @@ ACL_ARGS = ("--user", ACL_USER[0], "on", f">{ACL_USER[1]}", "~*", "&*", "+@all",
 @dataclass(frozen=True)
 class Schedule:
     name: str
-    workload: str  # counter | fenced | rw | renew | multi | semaphore | handoff
+    workload: str  # counter | fenced | rw | renew | multi | semaphore | handoff | mixed
     duration: float = 8.0
     faults: tuple[Fault, ...] = ()
     workers: int = 3
@@ -96,6 +100,8 @@ class Schedule:
     # Checkers expected to FAIL (outside the model, the suite must see it).
     expect_violations: tuple[str, ...] = ()
     max_recovery: float = math.inf
+    # The mixed workload's knobs (tests/faults/mixed.py: MIX has them all, with defaults).
+    mix: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -114,6 +120,8 @@ class Outcome:
     # Acquire latency (invoke to ok, ms), split by whether a fault was active.
     latency_ms: dict[str, float] = field(default_factory=dict)
 
+    SHOWN = 5  # violations shown per checker in summary()
+
     @property
     def violated(self) -> list[str]:
         """Safety checkers that found a violation (liveness is reported, not counted,
@@ -129,7 +137,12 @@ class Outcome:
             f"{self.schedule} seed={self.seed} mutant={self.mutant}: {self.grants} grants of "
             f"{self.attempts} attempts in {self.wall:.1f}s, faults {self.faults}"
         ]
-        lines += [str(v) for v in self.verdicts.values()]
+        for verdict in self.verdicts.values():
+            # A few violations each: a liveness checker may name thousands,
+            # and every verdict must fit in a failing test's message.
+            shown = str(verdict).splitlines()[: 1 + self.SHOWN]
+            more = len(verdict.violations) - self.SHOWN
+            lines += shown + ([f"  ... and {more} more"] if more > 0 else [])
         if self.nemesis_errors:
             lines.append(f"nemesis errors: {self.nemesis_errors}")
         return "\n".join(lines)
@@ -235,6 +248,9 @@ def run_schedule(
     nemesis_file = workdir / "nemesis.jsonl"
     record = _Recorder(nemesis_file, "nemesis")
     try:
+        # The nemesis's clock starts about now (t0, once every worker is
+        # spawned); workers that time things against the faults use it.
+        epoch = time.monotonic()
         for worker in range(schedule.workers):
             out = workdir / f"w{worker}.jsonl"
             cluster.outputs.append(out)
@@ -267,6 +283,12 @@ def run_schedule(
                 "extend_rate": schedule.extend_rate,
                 "out": str(out),
                 "mutant": mutant,
+                "worker": worker,
+                "epoch": epoch,
+                "mix": schedule.mix,
+                # Straight to the servers, past the proxy (the mixed workload's
+                # release burst: volume, not faults, is what it is about).
+                "direct_urls": [node.direct_url for node in cluster.nodes],
             }
             loop = ("--loop", schedule.loop) if schedule.loop != "asyncio" else ()
             cluster.processes.append(
@@ -344,19 +366,28 @@ def _lock_keys(cluster: Cluster) -> list[int]:
     return counts
 
 
-def _left_keys(cluster: Cluster) -> list[tuple[int, str, str, int]]:
-    """(node, key, value, pttl) of every lock key left on a node that is up."""
+def _left_keys(cluster: Cluster, per_node: int = 25) -> list[tuple[int, str, str, int]]:
+    """(node, key, value, pttl) of the lock keys left on each node that is up.
+
+    At most ``per_node`` of them per node (the count is ``_lock_keys``'s): a
+    burst of dropped releases leaves thousands, and one look each would take
+    longer than the run.
+    """
     found = []
     for index, node in enumerate(cluster.nodes):
         try:
             client = node.client()
+            shown = 0
             for key in client.keys(b"redlock:*"):
+                if shown >= per_node:
+                    break
                 name = key if isinstance(key, bytes) else str(key).encode()
                 if name.endswith((b":fence", b":rwfence")):
                     continue
                 value = client.get(name) if client.type(name) == b"string" else None
                 token = value.decode(errors="replace") if isinstance(value, bytes) else ""
                 found.append((index, name.decode(errors="replace"), token, int(client.pttl(name))))
+                shown += 1
         except redis.RedisError:
             continue  # down: it holds nothing anyone can see
     return found
@@ -399,10 +430,31 @@ def judge(
     if schedule.workload == "fenced":
         verdicts["fencing_order"] = fencing_order(events)
         verdicts["no_lost_updates"] = fenced_updates(events)
+    if schedule.workload == "mixed":
+        verdicts.update(mixed_verdicts(events, schedule))
     verdicts["liveness"] = liveness(
         events, phases(events, t0, end), max_recovery=schedule.max_recovery
     )
     return verdicts
+
+
+def mixed_verdicts(events: Sequence[Event], schedule: Schedule) -> dict[str, Verdict]:
+    """The mixed workload's checkers: safety per primitive, and every liveness bound.
+
+    The bounds come from the schedule's Redlock options (the library's
+    defaults where it sets none): see docs/faults.md, "Liveness checkers".
+    """
+    options = schedule.redlock
+    node_timeout = float(options.get("node_timeout", 0.05))
+    retry = float(options.get("retry_delay", 0.2)) + float(options.get("retry_jitter", 0.2))
+    return {
+        "rw_exclusion": rw_exclusion(events),
+        "semaphore_limit": semaphore_limit(events, schedule.limit),
+        "adopt_scope": adopt_scope(events),
+        "call_bounds": call_bounds(events, node_timeout=node_timeout),
+        "prompt_grants": prompt_grants(events, retry=retry),
+        "waits_only_for_its_names": waits_only_for_its_names(events, retry=retry),
+    }
 
 
 def phases(events: Sequence[Event], t0: float, end: float) -> list[tuple[str, float, float]]:

@@ -12,11 +12,14 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+from .mutants import MUTANTS
 from .nemesis import Fault, staggered_loss
 from .run import Schedule
 
 __all__ = [
     "IN_MODEL",
+    "MIXED",
+    "MIXED_MUTANTS",
     "MUTANT_SCHEDULES",
     "OUT_OF_MODEL",
     "REVIEW_FINDINGS",
@@ -215,6 +218,94 @@ _SEMAPHORE = Schedule(
 )
 IN_MODEL += (_SEMAPHORE,)
 
+# Every primitive at once on shared names (issue 24: each was proven alone,
+# combined they broke): see tests/faults/mixed.py and docs/faults.md. Inside
+# the model - a minority of nodes faulty at a time, a slow majority for one
+# worker only - so every checker must pass, the liveness ones included.
+_MIXED_FAULTS = (
+    Fault(at=1.5, kind="pause-node", duration=0.8, nodes=(0,)),
+    # Slow but steady, for the volume worker (w3): a majority takes one
+    # chunk every 35 ms, whatever comes in; its backlog grows, while its
+    # replies keep coming (more often than node_timeout).
+    Fault(
+        at=3.0,
+        kind="delay",
+        duration=3.5,
+        nodes=(0, 1, 2),
+        workers=(3,),
+        args={"seconds": 0.005, "spacing": 0.035},
+    ),
+    Fault(at=7.5, kind="kill-node", duration=1.0, nodes=(1,)),
+    Fault(at=9.5, kind="partition", duration=1.0, nodes=(2, 3), workers=(1,)),
+    # Node 4 is never faulted: the hoard worker's grants live there.
+)
+MIXED = Schedule(
+    "mixed-workload",
+    "mixed",
+    duration=12.0,
+    workers=5,
+    ttl=1.0,
+    limit=8,
+    cancel_share=0.1,
+    # Keys must be gone one ttl after the workers stopped: the release burst's
+    # (ttl 30 s) would still be there.
+    keys_left_bound=1.0,
+    faults=_MIXED_FAULTS,
+    # The acquire burst lands once the slow majority's replies flow steadily;
+    # the release burst is more than one connection's 65,536 commands in flight.
+    mix={"burst_at": 4.5, "hoard": 72_000},
+)
+# Shorter variants, for the planted bugs of issue 24 (MIXED_MUTANTS): the
+# same mix for 6 s with a smaller release burst; and a burst of one-attempt
+# acquires on slow nodes that still answer within node_timeout (1 s):
+# 10,000 in one gather, ten times the attempts let in flight at once.
+_MIXED_SHORT = Schedule(
+    "mixed-short",
+    "mixed",
+    duration=6.0,
+    workers=5,
+    ttl=1.0,
+    limit=8,
+    cancel_share=0.1,
+    keys_left_bound=1.0,
+    faults=(
+        Fault(
+            at=1.0,
+            kind="delay",
+            duration=3.5,
+            nodes=(0, 1, 2),
+            workers=(3,),
+            args={"seconds": 0.005, "spacing": 0.035},
+        ),
+        Fault(at=4.0, kind="pause-node", duration=0.5, nodes=(0,)),
+    ),
+    mix={"burst_at": 2.5, "burst_size": 2000, "hoard": 20_000},
+)
+_MIXED_ACQUIRE_BURST = Schedule(
+    "mixed-acquire-burst",
+    "mixed",
+    duration=6.0,
+    workers=4,
+    ttl=3.0,
+    limit=8,
+    # Slow nodes that still answer in time: each attempt takes 0.9 s, and
+    # only one round of 1,024 attempts is in flight at once.
+    redlock={"node_timeout": 1.0},
+    keys_left_bound=3.0,
+    faults=(
+        Fault(
+            at=1.0,
+            kind="delay",
+            duration=8.0,
+            nodes=(0, 1, 2),
+            workers=(3,),
+            args={"seconds": 0.45},
+        ),
+    ),
+    mix={"burst_at": 2.0, "burst_size": 10_000, "stream_every": 0.05},
+)
+IN_MODEL += (MIXED, _MIXED_SHORT, _MIXED_ACQUIRE_BURST)
+
 OUT_OF_MODEL: tuple[Schedule, ...] = (
     Schedule(
         "paused-holders-unfenced",
@@ -324,6 +415,23 @@ MUTANT_SCHEDULES: dict[str, Schedule] = {
     "adopt-without-confirmation": next(s for s in IN_MODEL if s.name == "handoff-adopt"),
 }
 
+# Issue 24's defects, planted again once fixed (mutants.py, by the engineers
+# fixing them), each on a mixed schedule that found it: (1) a taker's
+# renewals shortening an adopter's keys; (5) one line per first name for
+# multilocks; (3) the admission queue ignoring deadlines; (4) a slow but
+# steady node keeping votes pending; (7) releases dropped under volume (the
+# short variant's 20,000 in one gather must exceed the mutant's limit).
+MIXED_MUTANTS: dict[str, Schedule] = {
+    "renewal-shortens": _MIXED_SHORT,  # mutual_exclusion
+    "line-per-first-name": _MIXED_SHORT,  # waits_only_for_its_names
+    "unbounded-backlog-vote": _MIXED_SHORT,  # call_bounds
+    "dropped-release-under-volume": _MIXED_SHORT,  # no_keys_left
+    "admission-without-deadline": _MIXED_ACQUIRE_BURST,  # call_bounds
+}
+# Wired only once mutants.py has them (a name it lacks would fail the run):
+# this guard goes when all five have landed.
+MUTANT_SCHEDULES.update({m: s for m, s in MIXED_MUTANTS.items() if m in MUTANTS})
+
 # The every-CI tier: a few in-model schedules, the out-of-model detections,
 # and the mutants (each on its schedule).
 SMOKE: tuple[str, ...] = (
@@ -340,6 +448,8 @@ SMOKE: tuple[str, ...] = (
     "multilock-overlapping-names",
     "semaphore-bridges",
     "handoff-adopt",
+    # Last: the seeds of the schedules above stay what they were.
+    "mixed-workload",
 )
 
 

@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from .bounds import Intervals, calls, unhealthy
 from .checkers import (
+    adopt_scope,
+    call_bounds,
     cancel_safety,
     fencing_order,
     holder_told,
@@ -15,8 +18,10 @@ from .checkers import (
     mutual_exclusion,
     no_keys_left,
     no_lost_updates,
+    prompt_grants,
     rw_exclusion,
     semaphore_limit,
+    waits_only_for_its_names,
 )
 from .history import Event, History, dump, load, merge, windows
 
@@ -571,6 +576,19 @@ def test_no_keys_left_falls_back_to_the_count() -> None:
     assert verdict.violations == ["3 lock keys left: per node [3, 0]"]
 
 
+def test_no_keys_left_counts_the_keys_it_did_not_list() -> None:
+    # A release burst's dropped releases: thousands of keys, a few listed per node.
+    history = [
+        Event(3.0, "nemesis", "keys", "left", value=6465, detail="per node [0, 0, 0, 0, 6465]"),
+        left(3.0, "redlock:{burst-release:7}", "t7", node=4),
+        left(3.0, "redlock:{burst-release:9}", "t9", node=4),
+    ]
+    verdict = no_keys_left(history)
+    assert not verdict.ok
+    assert verdict.counts["keys_left"] == 6465
+    assert verdict.violations[-1] == ("... 6465 lock keys left in all: per node [0, 0, 0, 0, 6465]")
+
+
 def test_cancel_safety_names_a_key_left_by_a_cancelled_acquire() -> None:
     history = [
         Event(1.0, "w2", "cancel", "acquire", "k", detail="t1 t2"),
@@ -643,3 +661,254 @@ def test_holder_told_names_a_grant_that_never_ended() -> None:
     assert "never ended" in verdict.violations[0]
     # A grant with a claimed validity end needs no notice: it ends by itself.
     assert holder_told([grant(1.0, "w1", "a", 2.0), history[1]], bound=0.8).ok
+
+
+# -- liveness: bounds on calls and on waits (issue 24) ----------------------
+
+
+def call(time: float, process: str, ident: int, op: str, res: str, timeout: float) -> Event:
+    return Event(time, process, "call", op, res, value=ident, detail=f"T={timeout:g}")
+
+
+def returned(time: float, process: str, ident: int, op: str, res: str, how: str = "ok") -> Event:
+    return Event(time, process, "return", op, res, value=ident, detail=how)
+
+
+def hold(time: float, process: str, token: str, kind: str, res: str, limit: int = 0) -> Event:
+    detail = f"limit={limit}" if limit else ""
+    return Event(time, process, "hold", kind, res, token, value=1000, detail=detail)
+
+
+def free(time: float, process: str, token: str, kind: str, res: str, ms: int = 0) -> Event:
+    return Event(time, process, "free", kind, res, token, value=ms)
+
+
+def test_calls_pair_by_process_and_id_and_keep_the_unreturned() -> None:
+    found = calls(
+        [
+            call(1.0, "w1", 1, "lock", "a", 2.0),
+            call(1.0, "w2", 1, "multi", "a,c", math.inf),
+            returned(1.5, "w1", 1, "lock", "a", "false"),
+            Event(4.0, "w2", "done", "worker"),
+        ]
+    )
+    first, second = found
+    assert (first.process, first.timeout, first.end, first.outcome) == ("w1", 2.0, 1.5, "false")
+    assert second.names == ("a", "c")
+    assert (second.timeout, second.end, second.outcome) == (math.inf, 4.0, "never returned")
+
+
+def test_intervals_merge_cut_and_measure() -> None:
+    spans = Intervals([(3.0, 4.0), (1.0, 2.0), (1.5, 2.5), (5.0, 5.0)])
+    assert spans.spans == [(1.0, 2.5), (3.0, 4.0)]
+    assert spans.within(2.0, 3.5) == [(2.0, 2.5), (3.0, 3.5)]
+    assert spans.covered(0.0, 10.0) == pytest.approx(2.5)
+    assert spans.covered(2.0, 3.5) == pytest.approx(1.0)
+
+
+def test_unhealthy_reads_which_workers_a_fault_reaches() -> None:
+    faults = unhealthy(
+        [
+            Event(1.0, "nemesis", "fault", "delay", detail="nodes=(0, 1) workers=(3,)"),
+            Event(2.0, "nemesis", "fault", "pause-node", detail="nodes=(0,) workers=()"),
+            Event(3.0, "nemesis", "heal", "delay"),
+            Event(4.0, "nemesis", "heal", "pause-node"),
+        ],
+        after_heal=1.0,
+    )
+    assert faults["w3"].spans == [(1.0, 4.0)]
+    assert faults[None].spans == [(2.0, 5.0)]
+    assert "w1" not in faults
+
+
+def test_call_bounds_accepts_calls_within_their_bounds() -> None:
+    history = [
+        call(1.0, "w1", 1, "lock", "a", 2.0),
+        returned(3.6, "w1", 1, "lock", "a", "false"),  # T + 0.6 of 0.65
+        call(4.0, "w1", 2, "lock", "b", 0.0),
+        returned(4.6, "w1", 2, "lock", "b"),  # blocking=False: 0.6 of 0.65
+        call(5.0, "w1", 3, "sem", "s", math.inf),
+        returned(60.0, "w1", 3, "sem", "s"),  # no timeout: no bound
+    ]
+    verdict = call_bounds(history, node_timeout=0.05)
+    assert verdict.ok, verdict
+    assert verdict.counts == {"calls": 3, "bounded": 2, "over": 0}
+
+
+def test_call_bounds_names_a_call_that_waited_past_its_bound() -> None:
+    # acquire(timeout=0.5) that took seconds: a vote kept pending, a queue
+    # that ignored its deadline.
+    history = [
+        call(1.0, "w3", 7, "lock", "x:1", 0.5),
+        returned(3.2, "w3", 7, "lock", "x:1", "false"),
+        call(1.0, "w3", 8, "release", "v:2", 0.0),
+        Event(9.0, "w3", "done", "worker"),
+    ]
+    verdict = call_bounds(history, node_timeout=0.05)
+    assert not verdict.ok
+    worst, other = verdict.violations  # the furthest over its bound first
+    assert "w3 release 'v:2' (T=0) [1.000, 9.000] took 8.000 s (never returned)" in worst
+    assert other.startswith("w3 lock 'x:1' (T=0.5) [1.000, 3.200] took 2.200 s (false)")
+    assert "over its bound 1.150 s" in other
+    assert verdict.figures == {"worst_over_timeout_s": 8.0}
+
+
+def test_call_bounds_allows_for_its_own_loop_stalls() -> None:
+    late = [call(1.0, "w1", 1, "lock", "a", 0.0), returned(2.0, "w1", 1, "lock", "a")]
+    assert not call_bounds(late, node_timeout=0.05).ok
+    # The process's loop ran 400 ms late meanwhile: the harness, not the lock.
+    stalled = [*late, Event(1.8, "w1", "lag", "loop", value=400)]
+    assert call_bounds(stalled, node_timeout=0.05).ok
+    # Another process's stalls are no excuse.
+    elsewhere = [*late, Event(1.8, "w2", "lag", "loop", value=400)]
+    assert not call_bounds(elsewhere, node_timeout=0.05).ok
+
+
+def test_prompt_grants_accepts_a_waiter_that_takes_a_freed_lock() -> None:
+    history = [
+        hold(0.5, "w2", "t1", "lock", "b"),
+        call(1.0, "w1", 1, "lock", "b", 3.0),
+        free(2.0, "w2", "t1", "lock", "b"),  # confirmed gone
+        hold(2.01, "w1", "t2", "lock", "b"),
+        returned(2.01, "w1", 1, "lock", "b"),
+    ]
+    verdict = prompt_grants(history, retry=0.4)
+    assert verdict.ok, verdict
+    assert verdict.counts == {"waiters": 1, "idle_waits": 0}
+
+
+def test_prompt_grants_names_a_semaphore_slot_left_free_while_waiters_wait() -> None:
+    # Limit 2, both slots freed at 2.0; the line's first waiter takes one at
+    # once, the second only after 1.2 s: one retry delay per waiter.
+    history = [
+        hold(0.5, "w0", "s1", "sem", "s", limit=2),
+        hold(0.5, "w0", "s2", "sem", "s", limit=2),
+        call(1.0, "w0", 1, "sem", "s", 3.0),
+        call(1.0, "w0", 2, "sem", "s", 3.0),
+        free(2.0, "w0", "s1", "sem", "s"),
+        free(2.0, "w0", "s2", "sem", "s"),
+        hold(2.01, "w0", "s3", "sem", "s", limit=2),
+        returned(2.01, "w0", 1, "sem", "s"),
+        hold(3.2, "w0", "s4", "sem", "s", limit=2),
+        returned(3.2, "w0", 2, "sem", "s"),
+    ]
+    verdict = prompt_grants(history, retry=0.4)
+    assert not verdict.ok
+    [violation] = verdict.violations
+    assert violation.startswith("w0 sem 's' (T=3) [1.000, 3.200] (ok)")
+    assert "free for 1.200 s of its wait, [2.000, 3.200]" in violation
+    assert "no rival waiter (bound 0.700 s" in violation
+
+
+def test_prompt_grants_gives_colliding_lines_more_time() -> None:
+    # Two processes wait for b: their attempts can split the votes, and both
+    # retry after their delay - 1.0 s of a free b is within 3 x 0.4 + 0.3.
+    history = [
+        hold(0.5, "w2", "t1", "lock", "b"),
+        call(1.0, "w0", 1, "lock", "b", 3.0),
+        call(1.0, "w1", 1, "lock", "b", 3.0),
+        free(2.0, "w2", "t1", "lock", "b"),
+        hold(3.0, "w0", "t2", "lock", "b"),
+        returned(3.0, "w0", 1, "lock", "b"),
+        returned(3.5, "w1", 1, "lock", "b", "false"),
+    ]
+    assert prompt_grants(history, retry=0.4).ok
+    slower = [e for e in history if e.time < 3.0]
+    slower += [hold(3.8, "w0", "t2", "lock", "b"), returned(3.8, "w0", 1, "lock", "b")]
+    slower += [returned(3.9, "w1", 1, "lock", "b", "false")]
+    verdict = prompt_grants(slower, retry=0.4)
+    assert not verdict.ok
+    assert "1 rival waiters (bound 1.500 s" in verdict.violations[0]
+
+
+def test_prompt_grants_counts_unconfirmed_releases_and_faults_as_busy() -> None:
+    waiting = [call(1.0, "w1", 1, "lock", "b", 3.0), returned(4.0, "w1", 1, "lock", "b", "false")]
+    # The release was not confirmed: b's keys may live their ttl (2 s) on.
+    unconfirmed = [
+        hold(0.5, "w2", "t1", "lock", "b"),
+        free(1.0, "w2", "t1", "lock", "b", ms=2000),
+        *waiting,
+    ]
+    assert not prompt_grants(unconfirmed, retry=0.4).ok  # free from 3.0 to 4.0
+    unconfirmed[1] = free(1.0, "w2", "t1", "lock", "b", ms=2600)
+    assert prompt_grants(unconfirmed, retry=0.4).ok  # free 0.4 s only
+    # A fault that reaches w1 (and 1 s after its heal) is not judged.
+    faulted = [
+        *waiting,
+        Event(0.9, "nemesis", "fault", "partition", detail="nodes=(0, 1, 2) workers=(1,)"),
+        Event(2.5, "nemesis", "heal", "partition"),
+    ]
+    assert prompt_grants(faulted, retry=0.4).ok
+    # One that reaches another worker is no excuse.
+    other = [
+        *waiting,
+        Event(0.9, "nemesis", "fault", "partition", detail="nodes=(0, 1, 2) workers=(2,)"),
+        Event(2.5, "nemesis", "heal", "partition"),
+    ]
+    assert not prompt_grants(other, retry=0.4).ok
+
+
+def test_prompt_grants_holds_readers_back_for_a_waiting_writer() -> None:
+    history = [
+        hold(0.5, "w2", "r1", "read", "r"),
+        call(0.8, "w2", 1, "write", "r", 3.0),  # waits for the reader
+        call(1.0, "w1", 1, "read", "r", 3.0),  # stands back for the writer
+        free(2.0, "w2", "r1", "read", "r"),
+        hold(2.01, "w2", "w1", "write", "r"),
+        returned(2.01, "w2", 1, "write", "r"),
+        free(2.5, "w2", "w1", "write", "r"),
+        hold(2.51, "w1", "r2", "read", "r"),
+        returned(2.51, "w1", 1, "read", "r"),
+    ]
+    assert prompt_grants(history, retry=0.4).ok
+
+
+def test_waits_only_for_its_names_accepts_a_multilock_waiting_for_a_busy_name() -> None:
+    history = [
+        hold(0.5, "w2", "t1", "lock", "b"),
+        call(1.0, "w1", 1, "multi", "a1,b", 2.0),
+        returned(3.0, "w1", 1, "multi", "a1,b", "false"),  # b busy throughout
+        call(1.2, "w1", 2, "multi", "a1,q1", 2.0),
+        hold(1.21, "w1", "t2", "multi", "a1,q1"),
+        returned(1.21, "w1", 2, "multi", "a1,q1"),
+    ]
+    verdict = waits_only_for_its_names(history, retry=0.4)
+    assert verdict.ok, verdict
+
+
+def test_waits_only_for_its_names_names_a_multilock_held_back_by_another_set() -> None:
+    # [a1, q1] waits behind [a1, b] in one process: both its names free.
+    history = [
+        hold(0.5, "w2", "t1", "lock", "b"),
+        call(1.0, "w1", 1, "multi", "a1,b", 2.0),
+        call(1.2, "w1", 2, "multi", "a1,q1", 1.5),
+        returned(2.7, "w1", 2, "multi", "a1,q1", "false"),
+        returned(3.0, "w1", 1, "multi", "a1,b", "false"),
+    ]
+    verdict = waits_only_for_its_names(history, retry=0.4)
+    assert not verdict.ok
+    [violation] = verdict.violations
+    assert violation.startswith("w1 multi 'a1,q1' (T=1.5) [1.200, 2.700] (false)")
+    assert "free for 1.500 s of its wait" in violation
+    # prompt_grants leaves multilocks to it.
+    assert prompt_grants(history, retry=0.4).ok
+
+
+def test_adopt_scope_accepts_a_refused_or_whole_set_adoption() -> None:
+    history = [
+        Event(1.0, "w1", "fail", "adopt-probe", "a1", "t1", detail="LockNotOwned"),
+        Event(2.0, "w1", "ok", "adopt-probe", "a1", "t2", detail="MultiLock"),
+    ]
+    verdict = adopt_scope(history)
+    assert verdict.ok, verdict
+    assert verdict.counts == {"probes": 2, "refused": 1}
+
+
+def test_adopt_scope_names_a_multilock_token_adopted_as_one_name() -> None:
+    history = [Event(1.0, "w1", "ok", "adopt-probe", "a1", "t1" * 10, detail="Lock")]
+    verdict = adopt_scope(history)
+    assert not verdict.ok
+    assert verdict.violations == [
+        "w1 adopted 'a1' with a multilock's token t1t1t1t1t1t1 at 1.000 (got a Lock, not the"
+        " whole set)"
+    ]

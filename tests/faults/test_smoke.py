@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.faults, pytest.mark.timeout(900)]
 
 
 def _explain(outcome: Outcome) -> str:
-    return outcome.summary()[:4000]
+    return outcome.summary()[:16000]
 
 
 @pytest.mark.parametrize("name", SMOKE)

@@ -20,7 +20,7 @@ import redis.asyncio
 
 from redlock_async import Lock, LockLost, LockNotAcquired, Redlock, RedlockError
 
-from . import mutants
+from . import mixed, mutants
 
 # The resource's fenced increment: a write carrying a fencing token lower than
 # one the resource has already seen is refused (how a fenced store behaves).
@@ -86,9 +86,20 @@ async def run(config: dict[str, Any]) -> None:
         # Clients passed in: the library's redis-py driver (Redlock leaves them open).
         clients = [redis.asyncio.Redis.from_url(url) for url in config["urls"]]
 
-    def new_redlock() -> Redlock:
-        nodes: list[Any] = list(clients) or list(config["urls"])
+    def new_redlock(urls: list[Any] | None = None) -> Redlock:
+        nodes: list[Any] = urls or list(clients) or list(config["urls"])
         return _watch_tokens(Redlock(nodes, **config.get("redlock", {})))
+
+    if workload == "mixed":
+        # Every primitive at once (mixed.py): its own tasks, same history.
+        try:
+            lag = await mixed.run(config, record, new_redlock, _ATTEMPTS)
+        finally:
+            await resource.aclose()
+        await asyncio.sleep(0)  # let cancelled callbacks run
+        stray = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        record("done", "worker", value=len(stray), detail=f"loop lag max {lag * 1000:.0f} ms")
+        return
 
     redlock = new_redlock()
     ttl: float = config["ttl"]

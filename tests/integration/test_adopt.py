@@ -74,11 +74,56 @@ async def test_an_adopted_grant_is_renewed(make_redlock: MakeRedlock) -> None:
 
 
 async def test_bad_tokens_are_configuration_errors(redlock: Redlock) -> None:
-    for token in ("", "x" * 40, "A" * 40, "0" * 39):
+    for token in ("", "x" * 40, "A" * 40, "0" * 39, "m:" + "0" * 39, "m-" + "0" * 40):
         with pytest.raises(ConfigurationError, match="token"):
             await redlock.adopt("job", token)
     with pytest.raises(ConfigurationError, match="token"):
         await redlock.adopt("job", b"0" * 40)  # type: ignore[arg-type]
+
+
+async def test_a_multilocks_token_is_refused_and_the_multilock_keeps_every_name(
+    make_redlock: MakeRedlock, redis_nodes: RedisNodes
+) -> None:
+    # Its names' keys are plain locks' keys: adopted as "a", the token's
+    # release used to free "a" alone, and a plain lock then took "a" while
+    # the multilock still reported "a + b" held.
+    taker, worker, third = make_redlock(), make_redlock(), make_redlock()
+    multi = taker.multilock(["a", "b"], ttl=10.0, auto_extend=False)
+    assert await multi.acquire()
+    token = multi.token
+    assert token is not None
+    for name in ("a", "b", "c"):
+        with pytest.raises(ConfigurationError, match=r"multilock's: adopt\(\) takes a plain lock"):
+            await worker.adopt(name, token)
+    assert token.startswith("m:")  # what adopt() tells it by, on the nodes too
+    assert multi.held
+    for name in ("a", "b"):
+        assert await third.locked(name)
+        assert not await third.lock(name).acquire(blocking=False)
+    await multi.release()
+    assert await no_keys_left(redis_nodes)
+
+
+@pytest.mark.parametrize("kind", ["read", "write", "semaphore"])
+async def test_tokens_of_other_kinds_are_not_plain_grants(
+    kind: str, make_redlock: MakeRedlock, redis_nodes: RedisNodes
+) -> None:
+    # Their keys are not the plain lock key: the nodes refuse the extend.
+    taker, worker = make_redlock(), make_redlock()
+    rw = taker.rwlock("job")
+    lock = {
+        "read": rw.read(ttl=10.0, auto_extend=False),
+        "write": rw.write(ttl=10.0, auto_extend=False),
+        "semaphore": taker.semaphore("job", limit=2, ttl=10.0, auto_extend=False),
+    }[kind]
+    assert await lock.acquire()
+    assert lock.token is not None
+    with pytest.raises(LockNotOwned, match="plain locks only"):
+        await worker.adopt("job", lock.token)
+    assert lock.held
+    assert not await worker.locked("job")  # no plain lock key written
+    await lock.release()
+    assert await no_keys_left(redis_nodes)
 
 
 async def test_adopt_in_a_separate_process(

@@ -10,19 +10,22 @@ from typing import Any
 
 import pytest
 import redis.asyncio
+from redis.asyncio import RedisCluster
+from redis.crc import key_slot
 
 from redlock_async import Redlock
-from redlock_async.testing import AclUser, RedisNode, RedisNodes
+from redlock_async._keys import lock_key
+from redlock_async.testing import AclUser, RedisClusterNodes, RedisNode, RedisNodes
 
 from ..conftest import MakeRedlock, eventually
 
 CHANNEL = b"redlock:{job}:wake"
 
 
-def subscribers(nodes: RedisNodes) -> list[int]:
+def subscribers(nodes: RedisNodes, channel: bytes = CHANNEL) -> list[int]:
     counts = []
     for node in nodes:
-        ((_, count),) = node.client().pubsub_shardnumsub(CHANNEL)
+        ((_, count),) = node.client().pubsub_shardnumsub(channel)
         counts.append(int(count))
     return counts
 
@@ -226,9 +229,13 @@ async def in_line(redlock: Redlock, n: int) -> bool:
     """True once ``n`` waiters of this Redlock have joined a line (and so wait)."""
     hub = redlock._core.wake
     assert hub is not None
-    return await eventually(
-        lambda: sum(len(list(q)) for c in hub._channels.values() for q in c.lines.values()) >= n
-    )
+
+    def waiters() -> int:
+        # A multilock's line is on the channel of each of its names: counted once.
+        lines = {id(q): q for c in hub._channels.values() for q in c.lines.values()}
+        return sum(len(list(q)) for q in lines.values())
+
+    return await eventually(lambda: waiters() >= n)
 
 
 async def test_a_release_costs_one_attempt_not_one_per_waiter(
@@ -351,3 +358,133 @@ async def test_clients_that_decode_responses_wake_waiters_too(redis_nodes: Redis
     finally:
         for client in clients:
             await client.aclose()
+
+
+# -- one line per lock (issue 24) ---------------------------------------------
+
+
+async def test_a_multilock_never_waits_behind_one_for_another_set(
+    make_redlock: MakeRedlock,
+) -> None:
+    # [a, b] and [a, c] share their first name, not their lock: [a, c] must
+    # attempt on its own, and take a and c once they are free, while [a, b]
+    # still waits for b. Before, both stood in one line per first name: [a, c]
+    # made no attempt until [a, b] left (here: never within its timeout).
+    other = make_redlock()
+    redlock = make_redlock(retry_delay=0.5, retry_jitter=0.0)
+    b, c = other.lock("b", ttl=30.0), other.lock("c", ttl=30.0)
+    assert await b.acquire()
+    assert await c.acquire()
+    ab = asyncio.ensure_future(redlock.multilock(["a", "b"], ttl=10.0).acquire(timeout=50.0))
+    assert await in_line(redlock, 1)
+    ac_lock = redlock.multilock(["a", "c"], ttl=10.0)
+    ac = asyncio.ensure_future(ac_lock.acquire(timeout=50.0))
+    assert await in_line(redlock, 2)
+    await c.release()
+    # Fixed: woken by c's release, or at worst at its next retry (0.5 s).
+    assert await asyncio.wait_for(ac, 5.0)
+    assert not ab.done()
+    await ac_lock.release()
+    await b.release()
+    assert await asyncio.wait_for(ab, 30.0)
+
+
+async def test_a_multilock_is_woken_by_the_release_of_any_of_its_names(
+    make_redlock: MakeRedlock, redis_nodes: RedisNodes
+) -> None:
+    # A retry delay far longer than the test: only a wake-up on b's channel
+    # (not its first name's, a) can hand [a, b] over in time.
+    other = make_redlock()
+    redlock = make_redlock(retry_delay=60.0, retry_jitter=0.0)
+    b = other.lock("b", ttl=30.0)
+    assert await b.acquire()
+    ab = asyncio.ensure_future(redlock.multilock(["a", "b"], ttl=10.0).acquire(timeout=50.0))
+    assert await in_line(redlock, 1)
+    # Subscribed (on a: before, only there), and past the attempt it makes
+    # once subscribed: a release before that attempt would be found by it.
+    assert await eventually(lambda: subscribers(redis_nodes, b"redlock:{a}:wake") == [1, 1, 1])
+    await asyncio.sleep(1.0)
+    assert not ab.done()
+    await b.release()
+    assert await asyncio.wait_for(ab, 10.0)
+
+
+async def test_a_multilock_on_a_cluster_is_woken_by_a_name_in_another_slot(
+    redis_cluster: RedisClusterNodes,
+) -> None:
+    # Each name's channel lives in its name's slot, maybe on another shard:
+    # the waiter subscribes there too.
+    names = ("account:1", "account:2")
+    assert key_slot(lock_key("redlock:", names[0])) != key_slot(lock_key("redlock:", names[1]))
+    host, port = redis_cluster.startup_nodes[0]
+    clients = [RedisCluster(host=host, port=port) for _ in range(2)]
+    try:
+        async with (
+            Redlock([clients[0]]) as other,
+            Redlock([clients[1]], retry_delay=60.0, retry_jitter=0.0) as redlock,
+        ):
+            held = other.lock(names[1], ttl=30.0)
+            assert await held.acquire()
+            waiter = asyncio.ensure_future(redlock.multilock(names, ttl=10.0).acquire(timeout=50.0))
+            assert await in_line(redlock, 1)
+            await asyncio.sleep(1.5)  # subscribed on both shards, past its one more attempt
+            assert not waiter.done()
+            await held.release()
+            assert await asyncio.wait_for(waiter, 10.0)
+    finally:
+        for client in clients:
+            await client.aclose()
+
+
+async def test_a_plain_lock_never_waits_behind_a_multilock_of_its_name(
+    make_redlock: MakeRedlock,
+) -> None:
+    # A plain lock on a and a multilock [a, b] are different locks: while the
+    # multilock waits for b, a is free and the plain lock takes it at once.
+    other = make_redlock()
+    redlock = make_redlock(retry_delay=60.0, retry_jitter=0.0)
+    a, b = other.lock("a", ttl=30.0), other.lock("b", ttl=30.0)
+    assert await a.acquire()
+    assert await b.acquire()
+    ab = asyncio.ensure_future(redlock.multilock(["a", "b"], ttl=10.0).acquire(timeout=50.0))
+    assert await in_line(redlock, 1)
+    plain = redlock.lock("a", ttl=10.0)
+    waiting = asyncio.ensure_future(plain.acquire(timeout=50.0))
+    assert await in_line(redlock, 2)
+    await a.release()  # a wakes both; only the plain lock can win (b is held)
+    assert await asyncio.wait_for(waiting, 10.0)
+    assert not ab.done()
+    await b.release()
+    await plain.release()  # a's release wakes the multilock
+    assert await asyncio.wait_for(ab, 10.0)
+
+
+async def test_freed_semaphore_slots_reach_every_waiter_of_a_process_at_once(
+    make_redlock: MakeRedlock,
+) -> None:
+    # Eight slots held by another Redlock (another process, for the lines),
+    # eight waiters here. Before, one grant passed the turn on as if nothing
+    # were left: the next waiter polled at its retry delay, and the eight
+    # were granted at 0.0, 0.5 ... 3.5 s. Now each grant wakes the next at
+    # once: all eight within a few round trips.
+    limit, retry = 8, 0.5
+    other = make_redlock()
+    redlock = make_redlock(retry_delay=retry, retry_jitter=0.0)
+    held = [other.semaphore("jobs", limit, ttl=30.0) for _ in range(limit)]
+    assert all([await lock.acquire(blocking=False) for lock in held])
+    loop = asyncio.get_running_loop()
+    granted: list[float] = []
+
+    async def waiter() -> None:
+        lock = redlock.semaphore("jobs", limit, ttl=30.0)
+        assert await lock.acquire(timeout=50.0)
+        granted.append(loop.time())
+
+    tasks = [asyncio.ensure_future(waiter()) for _ in range(limit)]
+    assert await in_line(redlock, limit)
+    released = loop.time()
+    await asyncio.gather(*(lock.release() for lock in held))
+    await asyncio.wait_for(asyncio.gather(*tasks), 30.0)
+    # Broken: 3.5 s at least (seven retry delays). Fixed: milliseconds; the
+    # margin is for a loaded machine.
+    assert max(granted) - released < 2 * retry, [round(t - released, 3) for t in granted]

@@ -42,6 +42,26 @@ def test_delay_adds_latency_each_way(node: RedisNode) -> None:
     healed.close()
 
 
+def test_delay_with_spacing_answers_slowly_but_steadily(node: RedisNode) -> None:
+    # Chunks leave at least `spacing` apart: a backlog builds, replies keep coming.
+    node.delay(0.0, spacing=0.1)
+    with socket.create_connection(("127.0.0.1", node.port), timeout=5.0) as sock:
+        started = time.monotonic()
+        for i in range(5):
+            sock.sendall(b"ECHO w%d\r\n" % i)
+            time.sleep(0.02)  # one chunk each
+        received = b""
+        arrivals = []
+        while received.count(b"\r\n") < 10:
+            chunk = sock.recv(4096)
+            assert chunk, "connection closed early"
+            received += chunk
+            arrivals.append(time.monotonic() - started)
+    assert received == b"".join(b"$2\r\nw%d\r\n" % i for i in range(5))
+    assert arrivals[-1] >= 0.3  # five chunks 0.1 s apart, not 0.1 s in all
+    node.heal()
+
+
 def test_delay_with_jitter_keeps_order(node: RedisNode) -> None:
     node.delay(0.0, jitter=0.05)
     with socket.create_connection(("127.0.0.1", node.port), timeout=5.0) as sock:
@@ -89,6 +109,49 @@ def test_drop_replies(node: RedisNode) -> None:
     healed = client(node.port)
     assert healed.get(b"k") == b"v"
     healed.close()
+
+
+def _replies_arriving(sock: socket.socket, count: int, reply: bytes) -> list[float]:
+    """When each of ``count`` identical replies was complete, read from ``sock``."""
+    times: list[float] = []
+    received = b""
+    while len(times) < count:
+        chunk = sock.recv(4096)
+        assert chunk, "connection closed early"
+        received += chunk
+        times += [time.monotonic()] * (received.count(reply) - len(times))
+    return times
+
+
+def test_throttle_serialises_replies_across_connections(node: RedisNode) -> None:
+    node.proxy.throttle(0.02)
+    first = socket.create_connection(("127.0.0.1", node.port), timeout=5.0)
+    second = socket.create_connection(("127.0.0.1", node.port), timeout=5.0)
+    with first, second:
+        started = time.monotonic()
+        # One write each, pipelined: the server answers all 20 at once.
+        first.sendall(b"PING\r\n" * 10)
+        second.sendall(b"ECHO abc\r\n" * 10)
+        pongs = _replies_arriving(first, 10, b"+PONG\r\n")
+        echoes = _replies_arriving(second, 10, b"$3\r\nabc\r\n")
+    # One reply per 0.02 s over both connections: 20 replies take 0.38 s at
+    # least, and they come one by one, not in one chunk.
+    assert max(pongs[-1], echoes[-1]) - started >= 0.35
+    assert pongs[-1] - pongs[0] >= 0.15
+    assert echoes[-1] - echoes[0] >= 0.15
+
+
+def test_heal_delivers_what_the_throttle_holds_at_once(node: RedisNode) -> None:
+    node.proxy.throttle(1.0)
+    with socket.create_connection(("127.0.0.1", node.port), timeout=5.0) as sock:
+        sock.sendall(b"PING\r\n" * 10)  # 10 s of replies at one a second
+        time.sleep(0.3)  # the proxy holds them all by now
+        node.heal()
+        started = time.monotonic()
+        _replies_arriving(sock, 10, b"+PONG\r\n")
+        assert time.monotonic() - started < 2.0
+        sock.sendall(b"PING\r\n")  # and what follows is not throttled
+        _replies_arriving(sock, 1, b"+PONG\r\n")
 
 
 def test_reset_aborts_open_connections(node: RedisNode) -> None:

@@ -94,14 +94,15 @@ def test_one_attempt_is_one_script_per_node_over_every_key() -> None:
     sent = c.sent(MULTI_ACQUIRE.name)
     assert [name for name, _ in sent] == ["n0", "n1", "n2"]
     assert {s.keys for _, s in sent} == {KEYS}
-    assert {s.args for _, s in sent} == {(b"tok1", 10_000)}
-    assert [s.args for _, s in c.sent(MULTI_EXTEND.name)][-1] == (b"tok1", 20_000)
+    # The engine's token, marked as a multilock's (adopt() refuses it).
+    assert {s.args for _, s in sent} == {(b"m:tok1", 10_000)}
+    assert [s.args for _, s in c.sent(MULTI_EXTEND.name)][-1] == (b"m:tok1", 20_000)
     assert {s.keys for _, s in c.sent(MULTI_EXTEND.name)} == {KEYS}
     assert c.to(ACQUIRE.name) == []
     assert c.to(EXTEND.name) == []
     # The release covers every key; no wake-ups on scripted nodes (no pub/sub).
     assert {s.keys for _, s in c.sent(MULTI_RELEASE.name)} == {KEYS}
-    assert {s.args for _, s in c.sent(MULTI_RELEASE.name)} == {(b"tok1", 3)}
+    assert {s.args for _, s in c.sent(MULTI_RELEASE.name)} == {(b"m:tok1", 3)}
 
 
 def test_the_release_announces_on_every_names_channel() -> None:

@@ -9,16 +9,21 @@ tests/integration/test_wake.py.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import pytest
 
-from redlock_async._engine._waiters import Line, Subscription
+from redlock_async._commands import Commands
+from redlock_async._config import LockOptions
+from redlock_async._engine._waiters import Line, Subscription, Waiting
 from redlock_async._engine._wake import WakeHub
+from redlock_async._multilock import MultiLock
+from redlock_async._semaphore import semaphore
 
-from ._scripted import VirtualClock, run
+from ._scripted import Cluster, VirtualClock, run
 
 T = TypeVar("T")
 
@@ -27,12 +32,15 @@ X, RW = b"x:", b"rw"
 
 
 class FakeSubscriber:
-    """A node's pub/sub side that subscribes at once; ``listens`` can be turned off."""
+    """A node's pub/sub side that subscribes at once; ``listens`` can be turned off
+    (for ``deaf`` channels only, or all), and confirmations held back (``slow``)."""
 
     def __init__(self, hub: WakeHub) -> None:
         self.hub = hub
         self.channels: set[bytes] = set()
         self.listens = True
+        self.deaf: set[bytes] = set()
+        self.slow = False
         self.dropped: list[bytes] = []
 
     def want(self, channel: bytes) -> None:
@@ -40,12 +48,14 @@ class FakeSubscriber:
 
     async def ensure(self, channel: bytes) -> None:
         self.channels.add(channel)
+        if self.slow:
+            await asyncio.Event().wait()  # never confirmed
 
     def subscribed(self, channel: bytes) -> bool:
-        return self.listens and channel in self.channels
+        return self.listening(channel) and not self.slow
 
     def listening(self, channel: bytes) -> bool:
-        return self.listens and channel in self.channels
+        return self.listens and channel in self.channels and channel not in self.deaf
 
     def drop(self, channel: bytes) -> None:
         self.channels.discard(channel)
@@ -75,7 +85,7 @@ def on_loop(main: Callable[[VirtualClock], Awaitable[T]]) -> T:
 
 async def join(hub: WakeHub, kinds: str, line: bytes = RW) -> list[Subscription]:
     """Waiters joining in order: ``r`` a reader (shared), ``w`` exclusive."""
-    return [await hub.subscribe(CHANNEL, line=line, shared=kind == "r") for kind in kinds]
+    return [await hub.subscribe(Waiting(line, (CHANNEL,), shared=kind == "r")) for kind in kinds]
 
 
 def actives(subs: list[Subscription]) -> str:
@@ -258,11 +268,12 @@ def test_the_last_reader_ahead_leaving_with_a_grant_promotes_the_writer() -> Non
     assert on_loop(main) == ("A.", False)
 
 
-def test_random_joins_and_leaves_keep_the_turns_right() -> None:
+@pytest.mark.parametrize("room", [False, True])
+def test_random_joins_and_leaves_keep_the_turns_right(room: bool) -> None:
     # Against a model: the active waiters are always the first one and, when
     # it is a reader, the readers right behind it. A waiter made active by a
     # leave is woken (it attempts at once) unless an active waiter left with a
-    # grant (then it waits for that grant's release).
+    # grant that left no room (then it waits for that grant's release).
     rng = random.Random(16)
 
     async def main(clock: VirtualClock) -> int:
@@ -271,7 +282,9 @@ def test_random_joins_and_leaves_keep_the_turns_right() -> None:
         promotions = 0
         for _ in range(4000):
             if not line or rng.random() < 0.5:
-                line.append(await hub.subscribe(CHANNEL, line=RW, shared=rng.random() < 0.6))
+                shared = rng.random() < 0.6
+                waiting = Waiting(RW, (CHANNEL,), shared=shared, room=room)
+                line.append(await hub.subscribe(waiting))
                 continue
             for sub in line:
                 sub.woken = False
@@ -288,7 +301,7 @@ def test_random_joins_and_leaves_keep_the_turns_right() -> None:
                 if sub.active and id(sub) not in before:
                     promotions += 1
                     assert sub.event.is_set()
-                    assert sub.woken is not (was_active and granted)
+                    assert sub.woken is not (was_active and granted and not room)
                 elif id(sub) in before:
                     assert not sub.event.is_set()  # nothing new for those already active
         assert hub.wanted(CHANNEL) is bool(line)
@@ -387,3 +400,163 @@ def test_a_channel_that_keeps_failing_rouses_its_waiters_once() -> None:
         return again
 
     assert on_loop(main) == [False, False, False]
+
+
+# -- one line per lock (issue 24) ---------------------------------------------
+
+A, B, C = (b"redlock:{%s}:wake" % name for name in (b"a", b"b", b"c"))
+
+
+def multi(*channels: bytes) -> Waiting:
+    """A multilock's waiting: its line is its whole set, heard on each name's channel."""
+    return Waiting(b"m:" + b"+".join(channels), channels)
+
+
+def test_locks_sharing_a_name_never_share_a_line() -> None:
+    # [a, b], [a, c] and a plain a all listen on a: each has a line, and the
+    # head of each attempts; only a second waiter for [a, b] waits its turn.
+    async def main(clock: VirtualClock) -> str:
+        hub, _ = make_hub()
+        subs = [
+            await hub.subscribe(multi(A, B)),
+            await hub.subscribe(multi(A, C)),
+            await hub.subscribe(Waiting(X, (A,))),
+            await hub.subscribe(multi(A, B)),
+        ]
+        return actives(subs)
+
+    assert on_loop(main) == "AAA."
+
+
+def test_a_line_is_woken_by_a_release_on_any_of_its_channels() -> None:
+    async def main(clock: VirtualClock) -> list[str]:
+        hub, _ = make_hub()
+        subs = [
+            await hub.subscribe(multi(A, B)),
+            await hub.subscribe(multi(A, C)),
+            await hub.subscribe(Waiting(X, (A,))),
+        ]
+        seen = []
+        for channel, token in ((B, b"t1"), (C, b"t2"), (A, b"t3")):
+            hub.notify(channel, token)
+            seen.append("".join("W" if sub.woken else "." for sub in subs))
+            for sub in subs:
+                sub.woken = False
+        return seen
+
+    # b's release wakes [a, b] only, c's [a, c] only, a's every one.
+    assert on_loop(main) == ["W..", ".W.", "WWW"]
+
+
+def test_the_echo_of_a_multilock_release_on_its_other_channel_wakes_no_one_twice() -> None:
+    # A multilock's release is announced on each name's channel, by each
+    # node: to a waiter of that set, the second channel's message is an echo.
+    async def main(clock: VirtualClock) -> list[tuple[bool, float]]:
+        hub, _ = make_hub()
+        (sub,) = [await hub.subscribe(multi(A, B))]
+        hub.notify(A, b"t1")
+        hub.notify(B, b"t1")  # the same node, the other name: before it ran
+        seen = [await returns_at(clock, sub.wait(60.0))]
+        seen.append(await returns_at(clock, sub.wait(2.0)))  # nothing new: it polls
+        return seen
+
+    assert on_loop(main) == [(True, 0.0), (False, 2.0)]
+
+
+def test_a_line_on_several_channels_leaves_each_once_its_last_waiter_left() -> None:
+    async def main(clock: VirtualClock) -> list[list[bytes]]:
+        hub, nodes = make_hub(1)
+        ab = [await hub.subscribe(multi(A, B)) for _ in range(2)]
+        ac = await hub.subscribe(multi(A, C))
+        seen = []
+        for sub in (ab[0], ab[1], ac):
+            sub.close()
+            seen.append(sorted(nodes[0].dropped))
+        assert hub._channels == {}
+        return seen
+
+    # a stays wanted while [a, c] waits; b goes with the last of [a, b].
+    assert on_loop(main) == [[], [B], [A, B, C]]
+
+
+def test_cancelled_while_subscribing_a_multilock_leaves_every_channel() -> None:
+    async def main(clock: VirtualClock) -> tuple[bool, list[bytes]]:
+        hub, nodes = make_hub(1)
+        nodes[0].slow = True
+        task = asyncio.ensure_future(hub.subscribe(multi(A, B, C), timeout=60.0))
+        await asyncio.sleep(1.0)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return hub._channels == {}, sorted(nodes[0].dropped)
+
+    assert on_loop(main) == (True, [A, B, C])
+
+
+def test_a_line_polls_only_once_none_of_its_channels_is_heard() -> None:
+    async def main(clock: VirtualClock) -> list[tuple[bool, float]]:
+        hub, nodes = make_hub()
+        _, multi_passive = [await hub.subscribe(multi(A, B)) for _ in range(2)]
+        _, plain_passive = [await hub.subscribe(Waiting(X, (A,))) for _ in range(2)]
+        waits = [
+            asyncio.ensure_future(returns_at(clock, sub.wait(0.3, idle=10.0)))
+            for sub in (multi_passive, plain_passive)
+        ]
+        await asyncio.sleep(1.0)
+        for node in nodes:
+            node.deaf.add(A)  # a is not heard any more; b still is
+        hub.unheard(A)
+        return list(await asyncio.gather(*waits))
+
+    # The plain lock's passive waiter on a polls from then on; the
+    # multilock's is still woken through b: it waits for its turn.
+    assert on_loop(main) == [(False, 10.0), (False, 1.3)]
+
+
+@pytest.mark.parametrize("granted", [True, False])
+def test_a_grant_that_may_leave_room_wakes_the_next_at_once(granted: bool) -> None:
+    # A semaphore's waiter took a slot: others may be free, and the next
+    # tries at once, not at that grant's release. Still one at a time.
+    async def main(clock: VirtualClock) -> tuple[str, bool, bytes | None]:
+        hub, _ = make_hub()
+        room = Waiting(b"s:8", (CHANNEL,), room=True)
+        subs = [await hub.subscribe(room) for _ in range(3)]
+        hub.notify(CHANNEL, b"t1")
+        assert await subs[0].wait(60.0)
+        subs[0].close(granted)
+        rest = subs[1:]
+        return actives(rest), rest[0].woken, rest[0].hint
+
+    hint = None if granted else b"t1"  # without a grant it may have taken t1's wake-up
+    assert on_loop(main) == ("A.", True, hint)
+
+
+def test_every_kind_of_lock_names_the_line_of_its_own_lock() -> None:
+    c = Cluster()
+
+    def waiting(lock: object) -> Waiting:
+        commands: Commands = lock._commands  # type: ignore[attr-defined]
+        return commands.waiting()
+
+    def multilock(*names: str) -> Waiting:
+        return waiting(MultiLock(c.engine, c.holdings, names, LockOptions(), "redlock:"))
+
+    def sem(limit: int) -> Waiting:
+        return waiting(semaphore(c.engine, c.holdings, "a", c.keys("a"), limit, LockOptions()))
+
+    rw = c.rwlock("a")
+    a, b = c.keys("a").wake, c.keys("b").wake
+    plain = waiting(c.lock("a"))
+    assert plain == waiting(c.lock("a", fair=True)) == Waiting(b"x:", (a,))
+    # Readers and writers of a name: one lock, one line; readers win together.
+    assert waiting(rw.read()) == Waiting(b"rw", (a,), shared=True)
+    assert waiting(rw.write()) == Waiting(b"rw", (a,))
+    # A multilock: the line of its whole set (in any order), heard on each name.
+    ab = multilock("b", "a")
+    assert ab == multilock("a", "b")
+    assert ab.channels == (a, b)
+    lines = {ab.line, multilock("a", "c").line, multilock("a").line, plain.line, b"rw"}
+    assert len(lines) == 5
+    # A semaphore: one line per limit; a grant may leave room unless the limit is 1.
+    assert sem(8) == Waiting(b"s:8", (a,), room=True)
+    assert sem(1) == Waiting(b"s:1", (a,))

@@ -1,0 +1,54 @@
+"""Every planted bug still applies to the library as it is (fast tier: no nodes).
+
+A mutant patches the library by name and by the text of its scripts; when
+either changes, applying it must fail here, not silently test nothing in a
+fault run. Each is applied in a fresh interpreter, as a fault worker does.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from .._loops import REPO, child_env
+from .mutants import MUTANTS
+
+_APPLY = "from tests.faults import mutants; mutants.apply({name!r})"
+
+# Every module global a renewal is sent through gets a mutated script.
+_RENEWALS = """
+from tests.faults import mutants
+from redlock_async import _batch, _commands, _multilock, _rwlock, _scripts, _semaphore
+paths = [(_commands, "EXTEND"), (_rwlock, "EXTEND"), (_semaphore, "EXTEND"),
+         (_multilock, "EXTEND"), (_multilock, "MULTI_EXTEND"), (_rwlock, "READ_EXTEND"),
+         (_batch, "EXTEND_MANY")]
+mutants.apply("renewal-shortens")
+for module, name in paths:
+    mutated = getattr(module, name)
+    assert mutated.sha != getattr(_scripts, name).sha, (module.__name__, name)
+"""
+
+
+def _run(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("name", MUTANTS)
+def test_the_mutant_applies(name: str) -> None:
+    result = _run(_APPLY.format(name=name))
+    assert result.returncode == 0, result.stderr
+
+
+def test_renewal_shortens_reaches_every_renewal_path() -> None:
+    result = _run(_RENEWALS)
+    assert result.returncode == 0, result.stderr
