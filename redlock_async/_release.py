@@ -22,7 +22,7 @@ def send_release(engine: Engine, commands: Commands, grant: Grant) -> tuple[Tall
     """
     expired = engine.clock() >= grant.validity_end
     command = commands.release(grant.token, engine.wake is not None)
-    tally = engine.fanout(command, after=grant.acquired)
+    tally = engine.cleanup(command, after=grant.acquired)  # queued past LIMIT in flight
     # Resend where a connection fails, for as long as the key may live.
     tally.resend_until = time.monotonic() + grant.ttl
     return tally, expired

@@ -2,7 +2,8 @@
 
 The lock layer imports from here only. What it gets:
 
-- :class:`Engine` - ``fanout(command, after=, only=) -> Tally``, ``undo``,
+- :class:`Engine` - ``fanout(command, after=, only=) -> Tally``, ``cleanup``
+  (the same for releases: queued past ``LIMIT`` in flight), ``undo``,
   ``wake`` (``subscribe``), ``drain``, ``close``, the clock, tokens, rng;
 - :class:`Command` and :class:`Script` - what a fan-out runs (a
   :class:`SplitCommand` also says how a Redis Cluster node runs it, a slot at a time);

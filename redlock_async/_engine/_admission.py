@@ -7,9 +7,9 @@ retried, adding more work. Bounding the attempts in flight keeps the queue on
 the client, where waiting costs nothing but time: a burst of N attempts then
 takes about N / throughput seconds, and every healthy node's vote counts.
 
-Only ``acquire()`` attempts are admitted. Releases, undos and renewals go out
-at once: they free capacity or keep grants alive, and must not wait behind new
-attempts.
+Only ``acquire()`` attempts are admitted. Releases, undos and renewals never
+wait behind new attempts: they free capacity or keep grants alive (releases
+and undos have a bound of their own, ``_cleanups.py``; renewals go out at once).
 
 Waiting in line must not break a caller's own bound, whatever other locks of
 the process are doing (1,024 attempts each waiting ``node_timeout`` for a dead

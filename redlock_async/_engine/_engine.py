@@ -20,6 +20,7 @@ from .._config import RedlockConfig
 from .._errors import NodeError, RedlockError
 from .._observe import NODE, telemetry, warn
 from ._admission import LIMIT, Admission
+from ._cleanups import Cleanups
 from ._drain import drain
 from ._node import Command, Node, Unsent
 from ._quorum import Quorum
@@ -86,6 +87,9 @@ class Engine:
             self.wake = hub if hub.enabled else None
         # The hot path calls this once per acquire and release: no extra frame.
         self.fanout = self._quorum.fanout
+        # Releases and undos: at most LIMIT on the wire, the rest queued in order.
+        self.cleanups = Cleanups(self._quorum)
+        self.cleanup = self.cleanups.send
         self.loop = self._quorum.running_loop
         self.config = config
         self.clock = clock
@@ -124,6 +128,7 @@ class Engine:
         self.closing = True
         self.closed = True
         self._quorum.close()
+        self.cleanups.close()
 
     async def drain(self, quiet: float) -> None:
         """Let fan-outs in flight settle, for ``aclose()`` (``_drain.py``).
@@ -132,7 +137,7 @@ class Engine:
         than ``quiet`` seconds in which nothing settles, nor than the longest
         ttl granted: every key a cleanup removes has expired by then.
         """
-        await drain(self._quorum, quiet, max(quiet, self.ttls.longest))
+        await drain(self._quorum, self.cleanups, quiet, max(quiet, self.ttls.longest))
 
     def _rehome(self) -> None:
         """The fan-outs moved to another event loop, or this is a forked child.
@@ -144,6 +149,7 @@ class Engine:
         for node in self.nodes:
             node.reset()
         self.admission = Admission(self._limit)  # waiters of the old loop are gone with it
+        self.cleanups.reset()
         if self.wake is not None:
             self.wake.reset()
         for listener in self.on_rehome:
@@ -164,7 +170,7 @@ class Engine:
             if not (type(reply) is int and reply == 0) and not isinstance(reply, Unsent)
         ]
         if targets and not self.closed:
-            cleanup = self.fanout(release, after=tally, only=targets)
+            cleanup = self.cleanup(release, after=tally, only=targets)
             # Until when a key it left can still be there (never more than
             # the longest ttl granted from now): resend where connections fail.
             cleanup.resend_until = until or time.monotonic() + self.ttls.longest

@@ -100,13 +100,14 @@ class Quorum:
         *,
         after: Tally | None = None,
         only: Iterable[int] | None = None,
+        tally: Tally | None = None,
     ) -> Tally:
         """Send ``command`` to every node (or those in ``only``) at once.
 
         With ``after``, a node whose reply to that earlier fan-out is still
         pending gets this command only once it has answered - unless the node
         runs commands in order anyway. That keeps a release from overtaking
-        the acquire it undoes.
+        the acquire it undoes. ``tally``: one made by :meth:`hold`, sent now.
         """
         # running_loop(), inlined. A BaseEventLoop whose _thread_id is this
         # thread's is running here, and only one loop can run in a thread at
@@ -114,7 +115,10 @@ class Quorum:
         loop: asyncio.AbstractEventLoop | None = self._loop
         if loop is None or loop._thread_id != _get_ident():  # type: ignore[attr-defined]
             loop = self._bind_loop()
-        tally = Tally(self, command, self._new_future(), self._now() + self.node_timeout)
+        if tally is None:
+            tally = Tally(self, command, self._new_future(), self._now() + self.node_timeout)
+        else:  # held back until now (_cleanups.py): its votes are timed from this send
+            tally.deadline = self._now() + self.node_timeout
         if only is None and (after is None or self._ordered or not after.missing):
             self._run_all(self.nodes, command, tally)  # the hot path: every node, now
         else:
@@ -133,6 +137,11 @@ class Quorum:
                 self._timer_at = tally.deadline
                 self._timer = loop.call_at(tally.deadline, self._sweep)
         return tally
+
+    def hold(self, command: Command) -> Tally:
+        """A tally for ``command``, not sent yet: :meth:`fanout` sends it later."""
+        self.running_loop()  # binds the loop: the tally's future is made on it
+        return Tally(self, command, self._new_future(), float("inf"))
 
     def running_loop(self) -> asyncio.AbstractEventLoop:
         """The running event loop, as ``asyncio.get_running_loop()``, minus its syscall."""

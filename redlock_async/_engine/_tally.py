@@ -255,11 +255,13 @@ class Tally:
             return None
         node_timeout = self.group.node_timeout
         limit = node_timeout - _EARLY
-        # self.deadline is the send plus node_timeout, on the loop's clock.
-        cap = self.deadline + backlog_limit(node_timeout) - _EARLY
         silent = self.silent
         if silent is None:
             silent = self.silent = [0] * self.n
+            # First look: if our own loop was blocked past it, bound the backlog from now.
+            self.deadline = max(self.deadline, now)
+        # self.deadline is the send plus node_timeout, on the loop's clock.
+        cap = self.deadline + backlog_limit(node_timeout) - _EARLY
         again: float | None = None
         waiting = 0
         for index, (node, reply) in enumerate(zip(self.group.nodes, self.replies, strict=True)):
