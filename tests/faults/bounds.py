@@ -36,6 +36,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from redlock_async._engine import vote_limit
+
 from .history import Event
 from .verdict import Verdict
 
@@ -222,20 +224,32 @@ def _unhealthy_for(faults: dict[str | None, Intervals], process: str) -> Interva
     return Intervals(spans)
 
 
+# Calls that are one fan-out, and acquires that may take a second round.
+_ONE_FANOUT = frozenset({"release", "adopt", "extend"})
+_TWO_ROUNDS = frozenset({"sem"})
+
+
 def call_bounds(
     events: Iterable[Event],
     *,
     node_timeout: float,
-    rounds: float = 3.0,
     slack: float = 0.5,
 ) -> Verdict:
     """Every call returned within its stated bound (API.md: "whatever other locks
     of the process are doing").
 
-    An acquire with timeout T returns within T + ``rounds`` node timeouts +
-    ``slack``; one with T = 0 (``blocking=False``), a release and an adopt
-    within ``rounds`` node timeouts + ``slack`` (one attempt: the votes,
-    a fencing write-back or a semaphore's second round, the subscription).
+    The bounds are docs/guarantees.md's ("How long each call can take"),
+    with V = ``vote_limit(node_timeout)``, the longest a vote stays pending:
+
+    - an acquire with timeout T > 0: T + node_timeout (the attempt in flight
+      is cut at the deadline; a refusal's judging waits up to node_timeout),
+      and one V more for a semaphore (its second round may begin just
+      before the deadline);
+    - one with T = 0 (``blocking=False``): 2 V + node_timeout (an admission
+      wait of at most V, one attempt), one V more for a semaphore;
+    - a release, an adopt: V (one fan-out).
+
+    ``slack`` on top of each, for a loaded machine.
     Allowed on top: the time the call's own event loop was stalled meanwhile
     (``lag`` events). Calls with no timeout have no bound here. A call that
     never returned is judged at its process's last event. Whatever a call
@@ -245,6 +259,7 @@ def call_bounds(
     history = sorted(events, key=lambda e: e.time)
     found = calls(history)
     stalls = _stalls(history)
+    limit = vote_limit(node_timeout)
     over: list[tuple[float, str]] = []
     worst = 0.0
     bounded = 0
@@ -255,13 +270,22 @@ def call_bounds(
         stalled = (
             stalls[call.process].covered(call.start, call.end) if call.process in stalls else 0
         )
-        bound = call.timeout + rounds * node_timeout + slack + stalled
+        if call.op in _ONE_FANOUT:
+            stated = limit
+        elif call.timeout > 0:
+            stated = call.timeout + node_timeout
+        else:
+            stated = 2 * limit + node_timeout
+        if call.op in _TWO_ROUNDS:
+            stated += limit
+        bound = stated + slack + stalled
         took = call.end - call.start
         worst = max(worst, took - call.timeout - stalled)
         if took > bound:
             message = (
                 f"{call.describe()} took {took:.3f} s ({call.outcome}): over its bound"
-                f" {bound:.3f} s (T + {rounds:g} x node_timeout {node_timeout:g} + {slack:g}"
+                f" {bound:.3f} s (stated {stated:.3f} s at node_timeout {node_timeout:g}"
+                f" + {slack:g}"
                 f" + {stalled:.3f} s of its own loop's stalls)"
             )
             over.append((took - bound, message))

@@ -24,7 +24,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from redlock_async import Lock, LockLost, Redlock, RedlockError
@@ -81,6 +81,8 @@ MIX: dict[str, Any] = {
     # The hoard worker: hoard grants on one node, straight (ttl hoard_ttl),
     # taken over the run and all released in one gather once it is over.
     "stream_every": 0.01,
+    # The stream's acquires take these timeouts in turn (0: blocking=False).
+    "stream_timeouts": (0.0,),
     "stream_cap": 400,
     "burst_at": None,
     "burst_size": 3000,
@@ -488,12 +490,14 @@ class Mixed:
         """
         every: float = self.mix["stream_every"]
         cap: int = self.mix["stream_cap"]
+        timeouts: Sequence[float] = self.mix["stream_timeouts"]
         inflight: set[asyncio.Task[None]] = set()
         number = 0
         while time.monotonic() < self.deadline:
             if len(inflight) < cap:
                 number += 1
-                task = asyncio.ensure_future(self.one_attempt(f"v:{number % 50}", 0.0))
+                timeout = timeouts[number % len(timeouts)]
+                task = asyncio.ensure_future(self.one_attempt(f"v:{number % 50}", timeout))
                 inflight.add(task)
                 task.add_done_callback(inflight.discard)
             await asyncio.sleep(every)

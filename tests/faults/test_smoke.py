@@ -2,8 +2,9 @@
 
 In-model schedules must show no safety violation; out-of-model ones must be
 caught by the checker named for them; and the planted bugs (mutants) must be
-caught, at least 8 of the 12, each compared with the unmutated library on the
-same schedule and seed. The full campaign is ``nox -s chaos``.
+caught, at least 8 of the 17 and every one of issue 24's five, each
+compared with the unmutated library on the same schedule and seed. The full
+campaign is ``nox -s chaos``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,14 @@ import pytest
 from .known_open import KNOWN_OPEN
 from .mutants import MUTANTS
 from .run import Outcome, Schedule, run_schedule
-from .schedules import MUTANT_SCHEDULES, OUT_OF_MODEL, REVIEW_SMOKE, SMOKE, by_name
+from .schedules import (
+    MIXED_MUTANTS,
+    MUTANT_SCHEDULES,
+    OUT_OF_MODEL,
+    REVIEW_SMOKE,
+    SMOKE,
+    by_name,
+)
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(900)]
 
@@ -72,6 +80,10 @@ def test_planted_bugs_are_caught(tmp_path: Path) -> None:
     (tmp_path / "mutants.json").write_text(json.dumps(matrix, indent=2))
     killed = [m for m, checkers in matrix.items() if checkers]
     assert len(killed) >= 8, f"only {len(killed)} of {len(matrix)} planted bugs caught: {matrix}"
+    # Issue 24's planted bugs (primitives combined, calls past their bound):
+    # every one must be caught, each by its own schedule.
+    missed = [mutant for mutant in MIXED_MUTANTS if not matrix[mutant]]
+    assert not missed, f"issue 24's planted bugs not caught: {missed}: {matrix}"
 
 
 class KnownViolation(AssertionError):
