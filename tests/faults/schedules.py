@@ -246,12 +246,11 @@ MIXED = Schedule(
     ttl=1.0,
     limit=8,
     cancel_share=0.1,
-    # Keys must be gone two ttls after the workers stopped: the release
-    # burst's (ttl 30 s) would still be there. Two ttls: a slow-but-steady node's queue (the proxy's spacing) may
-    # deliver an attempt's SET after its undo went out on a new connection
-    # (the old one dropped at the stall limit); that key lives one ttl from
-    # when it landed, after the workers stopped. Still far below the release
-    # burst's 30 s keys that a dropped release would leave.
+    # Keys must be gone two ttls after the workers stopped (the release
+    # burst's, ttl 30 s, would still be there). Two: a slow-but-steady
+    # node's queue (the proxy's spacing) may deliver an attempt's SET after
+    # its undo went out on a new connection (the old one dropped at the
+    # stall limit); that key lives one ttl from when it landed.
     keys_left_bound=2.0,
     faults=_MIXED_FAULTS,
     # The acquire burst lands once the slow majority's replies flow steadily;
