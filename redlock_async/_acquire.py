@@ -124,7 +124,7 @@ async def acquire(
             if admission.free > 0:
                 admission.free -= 1
             elif not await admission.wait(  # cancelled here: nothing was sent
-                _admission_wait(engine, deadline, oneshot, span), oneshot=oneshot
+                None if deadline is None else deadline - engine.clock(), oneshot=oneshot
             ):
                 return _unadmitted(engine, admission, failures)
             started = engine.clock()
@@ -221,22 +221,6 @@ async def acquire(
         if stateful or fair is not None:
             for cleanup in commands.attempts_over(last, grant is not None, fair):
                 engine.fanout(cleanup, after=last)
-
-
-def _admission_wait(
-    engine: Engine, deadline: float | None, oneshot: bool, span: float
-) -> float | None:
-    """How long an attempt may wait for an admission slot (None: for ever).
-
-    Until the caller's deadline; a one-shot (``blocking=False``, ``timeout=0``)
-    has none, yet must not wait for as long as other attempts take: at most
-    one attempt's span (``vote_limit``), then it is refused, saying why. On
-    healthy nodes a burst of one-shots drains far sooner and is granted whole.
-    """
-    wait = None if deadline is None else deadline - engine.clock()
-    if oneshot and (wait is None or wait > span):
-        wait = span
-    return wait
 
 
 def _unadmitted(engine: Engine, admission: Admission, failures: Failures | None) -> Outcome:

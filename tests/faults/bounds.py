@@ -229,11 +229,26 @@ _ONE_FANOUT = frozenset({"release", "adopt", "extend"})
 _TWO_ROUNDS = frozenset({"sem"})
 
 
+def _oneshots_ahead(found: Sequence[Call]) -> dict[Call, int]:
+    """For each one-attempt acquire: how many of its process's were in flight
+    when it began (started before it, not yet returned)."""
+    ends: dict[str, list[float]] = defaultdict(list)
+    ahead: dict[Call, int] = {}
+    for call in found:  # in order of start
+        if call.timeout != 0 or call.op in _ONE_FANOUT:
+            continue
+        earlier = ends[call.process]
+        ahead[call] = len(earlier) - bisect.bisect_right(earlier, call.start)
+        bisect.insort(earlier, call.end)
+    return ahead
+
+
 def call_bounds(
     events: Iterable[Event],
     *,
     node_timeout: float,
     slack: float = 0.5,
+    slots: int = 1280,
 ) -> Verdict:
     """Every call returned within its stated bound (API.md: "whatever other locks
     of the process are doing").
@@ -245,8 +260,12 @@ def call_bounds(
       is cut at the deadline; a refusal's judging waits up to node_timeout),
       and one V more for a semaphore (its second round may begin just
       before the deadline);
-    - one with T = 0 (``blocking=False``): 2 V + node_timeout (an admission
-      wait of at most V, one attempt), one V more for a semaphore;
+    - one with T = 0 (``blocking=False``): V x (w + 1) + node_timeout, where
+      w = ceil((k + 1) / ``slots``) and k the one-attempt acquires of its
+      process still in flight when it began (one-shots take the admission
+      slots in waves of at most ``slots``, each decided within V, and the
+      first may wait up to V for blocking attempts to give theirs up), one
+      V more for a semaphore;
     - a release, an adopt: V (one fan-out).
 
     ``slack`` on top of each, for a loaded machine.
@@ -260,6 +279,7 @@ def call_bounds(
     found = calls(history)
     stalls = _stalls(history)
     limit = vote_limit(node_timeout)
+    ahead = _oneshots_ahead(found)
     over: list[tuple[float, str]] = []
     worst = 0.0
     bounded = 0
@@ -275,7 +295,8 @@ def call_bounds(
         elif call.timeout > 0:
             stated = call.timeout + node_timeout
         else:
-            stated = 2 * limit + node_timeout
+            waves = math.ceil((ahead.get(call, 0) + 1) / slots)
+            stated = limit * (waves + 1) + node_timeout
         if call.op in _TWO_ROUNDS:
             stated += limit
         bound = stated + slack + stalled

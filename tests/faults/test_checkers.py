@@ -912,3 +912,18 @@ def test_adopt_scope_names_a_multilock_token_adopted_as_one_name() -> None:
         "w1 adopted 'a1' with a multilock's token t1t1t1t1t1t1 at 1.000 (got a Lock, not the"
         " whole set)"
     ]
+
+
+def test_call_bounds_gives_a_burst_of_one_attempt_acquires_its_waves() -> None:
+    # 3,000 one-attempt acquires at once take the admission slots in three
+    # waves of 1,280: the last may take V x 4 + node_timeout (2.25 s) + slack.
+    burst = [call(1.0, "w3", i, "lock", f"x:{i}", 0.0) for i in range(3000)]
+    # Each wave returns before the next is let in; the last one 2.6 s in.
+    burst += [returned(1.6 + 0.5 * (i // 1280), "w3", i, "lock", f"x:{i}") for i in range(3000)]
+    assert call_bounds(burst, node_timeout=0.05).ok
+    # The same all waiting to the end: the first waves had no excuse.
+    late = [*burst[:3000], *(returned(3.6, "w3", i, "lock", f"x:{i}") for i in range(3000))]
+    assert call_bounds(late, node_timeout=0.05).counts["over"] == 2560
+    # One on its own has no wave ahead of it: 2 V + node_timeout (1.15 s) + slack.
+    alone = [call(1.0, "w3", 1, "lock", "x", 0.0), returned(3.6, "w3", 1, "lock", "x", "false")]
+    assert not call_bounds(alone, node_timeout=0.05).ok
