@@ -16,8 +16,8 @@ an admitted attempt are, and a healthy node never holds more than a few
 milliseconds of our cleanups. The queue belongs to the engine, not to the
 caller: a release whose caller is cancelled while it waits still goes out
 (``release()`` is cancellation-safe), and so does every undo, which nobody
-awaits. ``aclose()`` waits for the queue to empty (``_drain.py``); a
-cleanup still queued when the engine closes fails as never sent.
+awaits. ``aclose()`` waits for the queue to empty (``_drain.py``) while the
+nodes answer; what is still queued when the engine closes goes out then.
 """
 
 from __future__ import annotations
@@ -26,9 +26,8 @@ import asyncio
 from collections import deque
 from collections.abc import Iterable
 
-from .._errors import NodeConnectionError
 from ._admission import LIMIT
-from ._node import Command, unsent
+from ._node import Command
 from ._quorum import Quorum
 from ._tally import Tally
 
@@ -82,10 +81,12 @@ class Cleanups:
         self.queue = deque()
         self.free = self.limit
 
-    def close(self) -> None:
-        """The engine closed: what is still queued fails, never sent (nothing to undo)."""
+    def flush(self) -> None:
+        """The engine is closing: everything still queued goes out now, past the
+        bound (kept for an engine that stays open). The nodes' close then lets
+        it land while they answer, as it does what was already in flight;
+        failing it instead left the keys of a slow node's undos for a ttl."""
         queue, self.queue = self.queue, deque()
-        for tally, _, _, _ in queue:
-            for index, node in enumerate(tally.nodes):
-                error = NodeConnectionError(f"{node.name}: the Redlock is closed")
-                tally.settle(index, unsent(error))
+        fanout = self.quorum.fanout
+        for tally, command, after, only in queue:
+            fanout(command, after=after, only=only, tally=tally)

@@ -127,8 +127,8 @@ class Engine:
     def close(self) -> None:
         self.closing = True
         self.closed = True
+        self.cleanups.flush()  # still queued: out now, to land as the nodes close
         self._quorum.close()
-        self.cleanups.close()
 
     async def drain(self, quiet: float) -> None:
         """Let fan-outs in flight settle, for ``aclose()`` (``_drain.py``).
