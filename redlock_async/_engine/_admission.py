@@ -98,22 +98,22 @@ class Admission:
         floor): the slot is theirs. Otherwise a slot freed while ``free`` is
         below zero repays the reserve before a blocking waiter may have it.
         """
-        oneshots = self._oneshots
-        while oneshots:
-            future = next(iter(oneshots))
-            del oneshots[future]
-            if not future.done():
-                future.set_result(True)
-                return
-        if self.free >= 0:
-            queue = self._queue
-            while queue:
-                future = next(iter(queue))
-                del queue[future]
-                if not future.done():
-                    future.set_result(True)
-                    return
+        if self._oneshots and _hand_over(self._oneshots):
+            return
+        if self.free >= 0 and self._queue and _hand_over(self._queue):
+            return
         self.free += 1
+
+
+def _hand_over(queue: dict[asyncio.Future[bool], None]) -> bool:
+    """Give the slot to the longest waiter of ``queue`` still waiting (False: none is)."""
+    while queue:
+        future = next(iter(queue))
+        del queue[future]
+        if not future.done():
+            future.set_result(True)
+            return True
+    return False
 
 
 def _give_up(future: asyncio.Future[bool]) -> None:
