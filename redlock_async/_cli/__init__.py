@@ -4,8 +4,9 @@ This module runs a command and ends it the way a shell tool should: the
 arguments are parsed in ``_args``, and each command lives in its own module:
 ``_run`` (a process supervisor holding a lock), ``_status``, ``_bench``,
 ``_demo``. Nodes come from ``--url`` (repeatable), else ``REDLOCK_URLS``
-(comma separated), else ``redis://localhost:6379/0``, and every command says
-which on stderr (``_nodes``). Exit codes are in ``EXIT_CODES`` (``_exit``)
+(comma separated); with neither, every command but ``demo`` stops with exit
+2 before contacting anything (``_nodes``). Every command says which nodes on
+stderr; ``-q`` keeps stderr for failures. Exit codes are in ``EXIT_CODES`` (``_exit``)
 and docs/cli.md; Ctrl-C ends any command with 130, a closed stdout with
 141, never with a traceback. ``rich`` (the ``cli`` extra) draws live progress
 and tables when it is installed and the output is a terminal; plain text
@@ -29,7 +30,7 @@ from ._bench import bench
 from ._demo import demo
 from ._exit import EX_BROKEN_PIPE, EX_USAGE, EXIT_CODES, UsageError
 from ._interrupt import interruptible, say_interrupted
-from ._output import error
+from ._output import error, library_warnings
 from ._run import run_command
 from ._status import status
 
@@ -69,14 +70,18 @@ def _main(argv: list[str]) -> int:
     argv, cmd = split_command(argv)
     args = parser(version()).parse_args(argv)
     args.cmd = cmd or []
+    args.quiet = args.quiet or args.top_quiet
     try:
-        if args.command == "run":
-            return run_command(args)
-        if args.command == "status":
-            return _run_async(status(args))
-        if args.command == "bench":
-            return _run_async(bench(args))
-        return demo(args.nodes, args.workers, args.increments)
+        if args.quiet and getattr(args, "verbose", False):
+            raise UsageError("-q/--quiet and -v/--verbose cannot be used together")
+        with library_warnings(quiet=args.quiet):
+            if args.command == "run":
+                return run_command(args)
+            if args.command == "status":
+                return _run_async(status(args))
+            if args.command == "bench":
+                return _run_async(bench(args))
+            return demo(args.nodes, args.workers, args.increments, quiet=args.quiet)
     except (UsageError, ConfigurationError) as exc:
         error(str(exc))
         return EX_USAGE

@@ -13,8 +13,7 @@ import argparse
 import textwrap
 from collections.abc import Callable, Sequence
 
-from ._exit import EX_TEMPFAIL, EXIT_CODES, STATUS_CODES
-from ._nodes import DEFAULT_URL
+from ._exit import EX_TEMPFAIL, EX_UNAVAILABLE, EXIT_CODES, STATUS_CODES
 
 __all__ = ["parser", "split_command"]
 
@@ -108,16 +107,21 @@ def _fill(text: str) -> str:
     return textwrap.fill(text, 79, break_on_hyphens=False)
 
 
+_QUIET_HELP = "nothing on stderr unless something failed"
+
+
 def parser(version: str) -> argparse.ArgumentParser:
     """The parser of ``redlock-async``; ``--version`` prints ``version``."""
-    nodes = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    quiet = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    quiet.add_argument("-q", "--quiet", action="store_true", help=_QUIET_HELP)
+    nodes = argparse.ArgumentParser(add_help=False, allow_abbrev=False, parents=[quiet])
     group = nodes.add_argument_group("nodes")
     group.add_argument(
         "--url",
         action="append",
         metavar="URL",
-        help="a node (repeat for each); default: $REDLOCK_URLS (comma separated), "
-        f"else {DEFAULT_URL}",
+        help="a node (repeat for each); else $REDLOCK_URLS (comma separated); one of the "
+        "two is required: there is no default node",
     )
     group.add_argument("--prefix", default="redlock:", help="key prefix (default redlock:)")
     group.add_argument(
@@ -130,8 +134,10 @@ def parser(version: str) -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="redlock-async",
         description=_fill(
-            "Distributed locks over a quorum of Redis nodes (Redlock). "
-            "Every command but demo says on stderr which nodes it talks to."
+            "Distributed locks over a quorum of Redis nodes (Redlock). Nodes come from "
+            "--url (repeated) or REDLOCK_URLS (comma separated); with neither, every "
+            "command but demo stops with exit 2. Every command but demo says on stderr "
+            "which nodes it talks to; -q/--quiet: nothing on stderr unless something failed."
         ),
         epilog=f"exit codes:\n{_codes(EXIT_CODES)}\n"
         "  else run: CMD's own code (128+N if a signal N ended it)",
@@ -141,6 +147,8 @@ def parser(version: str) -> argparse.ArgumentParser:
     top.add_argument("--version", action="version", version=f"redlock-async {version}")
     top.add_argument("--url", action="append", metavar="URL", dest="top_url",
                      help="a node (repeatable); also accepted after the command")  # fmt: skip
+    top.add_argument("-q", "--quiet", action="store_true", dest="top_quiet",
+                     help=_QUIET_HELP + "; also accepted after the command")  # fmt: skip
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = commands.add_parser(
@@ -153,10 +161,12 @@ def parser(version: str) -> argparse.ArgumentParser:
             "Hold NAME (auto-extended) while CMD runs; exit with CMD's code. CMD starts "
             "at the first word after NAME that is not an option ('--' before it is "
             "accepted, not needed), so options of run go before CMD. Signals (INT, "
-            "TERM, HUP, QUIT, USR1, USR2) are passed to CMD. Exit 75 (or "
-            "--conflict-exit-code) when the lock is not had within --timeout; if the lock "
-            "is lost, CMD is stopped (SIGTERM, then SIGKILL after --grace) and the exit "
-            "code is 76."
+            "TERM, HUP, QUIT, USR1, USR2) are passed to CMD. CMD is looked up before "
+            "anything is locked (127: not found, 126: not executable). Exit 75 (or "
+            "--conflict-exit-code) when the lock was held elsewhere for the whole "
+            f"--timeout, {EX_UNAVAILABLE} when too few nodes answered to decide; if the "
+            "lock is lost, CMD is stopped (SIGTERM, then SIGKILL after --grace) and the "
+            "exit code is 76."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -167,8 +177,9 @@ def parser(version: str) -> argparse.ArgumentParser:
                      help="give up after S seconds; 0: one attempt; "
                      "default: wait as long as it takes")  # fmt: skip
     run.add_argument("--conflict-exit-code", type=_exit_code, default=EX_TEMPFAIL,
-                     metavar="N", help="exit code when the lock is not had within "
-                     f"--timeout (default {EX_TEMPFAIL})")  # fmt: skip
+                     metavar="N", help="exit code when the lock was held elsewhere for the "
+                     f"whole --timeout (default {EX_TEMPFAIL}); not when too few nodes "
+                     f"answered (that is {EX_UNAVAILABLE})")  # fmt: skip
     run.add_argument("--fencing", action="store_true",
                      help="take a fencing token, passed as $REDLOCK_FENCING_TOKEN")  # fmt: skip
     run.add_argument("--grace", type=_seconds, default=10.0, metavar="S",
@@ -176,7 +187,7 @@ def parser(version: str) -> argparse.ArgumentParser:
                      "within S seconds (default 10)")  # fmt: skip
     run.add_argument("-v", "--verbose", action="store_true",
                      help="say on stderr when waiting for, acquiring and releasing the "
-                     "lock (stdout stays CMD's)")  # fmt: skip
+                     "lock (stdout stays CMD's); not with -q")  # fmt: skip
 
     status = commands.add_parser(
         "status",
@@ -211,6 +222,7 @@ def parser(version: str) -> argparse.ArgumentParser:
 
     demo = commands.add_parser(
         "demo",
+        parents=[quiet],
         allow_abbrev=False,
         help="start throwaway local redis-server nodes and show workers contending for a lock",
         description="Needs redis-server on PATH. Starts N nodes and one more Redis as the "

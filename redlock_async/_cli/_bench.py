@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from .._address import redact_url
 from ._exit import EX_OK, EX_UNAVAILABLE, UsageError
 from ._nodes import announce, redlock, urls
-from ._output import print_table, progress
+from ._output import error, print_table, progress
 
 __all__ = ["bench", "percentile"]
 
@@ -47,8 +47,8 @@ async def bench(args: argparse.Namespace) -> int:
                 acquired = time.perf_counter()
                 if not ok:
                     refused += 1
-                    for error in lock.errors.values():
-                        kind = type(error).__name__
+                    for exc in lock.errors.values():
+                        kind = type(exc).__name__
                         failures[kind] = failures.get(kind, 0) + 1
                     await asyncio.sleep(0.01)  # do not spin on dead nodes
                     continue
@@ -62,7 +62,7 @@ async def bench(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         tasks = [asyncio.ensure_future(worker(i)) for i in range(args.concurrency)]
         try:
-            with progress(args.duration, enabled=not args.json) as tick:
+            with progress(args.duration, enabled=not (args.json or args.quiet)) as tick:
                 while not all(task.done() for task in tasks):
                     await asyncio.wait(tasks, timeout=0.1)
                     tick(time.perf_counter() - started, len(acquire_ms))
@@ -92,7 +92,12 @@ async def bench(args: argparse.Namespace) -> int:
     else:
         rows = [[key, _cell(value)] for key, value in report.items()]
         print_table("redlock-async bench", ["metric", "value"], rows)
-    return EX_OK if report["grants"] else EX_UNAVAILABLE
+    if report["grants"]:
+        return EX_OK
+    # A failure says so on stderr too: with --quiet, the only sign of it there.
+    errors = _cell(failures)
+    error(f"bench: no grant in {report['duration_s']}s; node errors: {errors}")
+    return EX_UNAVAILABLE
 
 
 def _cell(value: object) -> str:

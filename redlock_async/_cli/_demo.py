@@ -22,8 +22,11 @@ from ._output import error, progress
 __all__ = ["demo"]
 
 
-def demo(n_nodes: int, workers: int, increments: int) -> int:
-    """Start ``n_nodes`` nodes and a resource, run the two rounds, stop them all; the exit code."""
+def demo(n_nodes: int, workers: int, increments: int, *, quiet: bool = False) -> int:
+    """Start ``n_nodes`` nodes and a resource, run the two rounds, stop them all; the exit code.
+
+    ``quiet``: no progress bar on stderr (the report is on stdout).
+    """
     from ..testing import RedisServer, find_redis_server
 
     if find_redis_server() is None:
@@ -48,9 +51,10 @@ def demo(n_nodes: int, workers: int, increments: int) -> int:
         print(f"started {n_nodes} redis-server nodes: " + ", ".join(s.url for s in servers[:-1]))
         print(f"resource (a counter nobody may update concurrently): {servers[-1].url}")
         halt: list[bool] = []
+        urls = [s.url for s in servers[:-1]]
         return asyncio.run(
             interruptible(
-                _contend([s.url for s in servers[:-1]], servers[-1].url, workers, increments, halt),
+                _contend(urls, servers[-1].url, workers, increments, halt, quiet),
                 signals=(signal.SIGINT, signal.SIGTERM),
                 on_signal=lambda: halt.append(True),
             )
@@ -78,7 +82,12 @@ def _ignoring(*signals: int) -> Iterator[None]:
 
 
 async def _contend(
-    urls: list[str], resource_url: str, workers: int, increments: int, halt: list[bool]
+    urls: list[str],
+    resource_url: str,
+    workers: int,
+    increments: int,
+    halt: list[bool],
+    quiet: bool,
 ) -> int:
     """The two rounds; a true in ``halt`` (a signal came) stops them between increments."""
     import redis.asyncio
@@ -114,7 +123,7 @@ async def _contend(
             redlocks = [Redlock(urls, retry_delay=0.01, retry_jitter=0.02) for _ in range(workers)]
             tasks = [asyncio.ensure_future(worker(r)) for r in redlocks]
             try:
-                with progress(float(expected), enabled=True, unit="increments") as tick:
+                with progress(float(expected), enabled=not quiet, unit="increments") as tick:
                     while not all(task.done() for task in tasks) and not halt:
                         await asyncio.wait(tasks, timeout=0.1)
                         tick(float(done), done)

@@ -25,9 +25,9 @@ __all__ = [
 
 EX_OK = 0
 EX_FAILURE = 1  # demo: an update was lost
-EX_USAGE = 2  # bad arguments or URLs (argparse uses 2 as well)
-EX_UNAVAILABLE = 69  # status/bench: fewer than a quorum of nodes answered
-EX_TEMPFAIL = 75  # run: the lock was not had within --timeout
+EX_USAGE = 2  # bad arguments or URLs, or no nodes given (argparse uses 2 as well)
+EX_UNAVAILABLE = 69  # run/status/bench: fewer than a quorum of nodes answered
+EX_TEMPFAIL = 75  # run: the lock was held elsewhere for the whole --timeout
 EX_LOST = 76  # run: the lock was lost while CMD ran; CMD was stopped
 EX_CANNOT_EXECUTE = 126
 EX_NOT_FOUND = 127
@@ -44,13 +44,15 @@ EX_UNKNOWN = EX_UNAVAILABLE  # not 2: that is a usage error
 EXIT_CODES = {
     EX_OK: "success (run: CMD exited 0; status: the lock is held)",
     EX_FAILURE: "status: the lock is free; demo: an update was lost",
-    EX_USAGE: "bad arguments, URLs or lock name",
-    EX_UNAVAILABLE: "status: unknown (too few nodes answered); bench: no grant",
-    EX_TEMPFAIL: "run: the lock was not acquired within --timeout (busy or nodes "
-    "unreachable); --conflict-exit-code changes it",
+    EX_USAGE: "bad arguments, URLs or lock name; no nodes given (neither --url nor "
+    "REDLOCK_URLS): nothing was contacted or run",
+    EX_UNAVAILABLE: "run: too few nodes answered to decide (down, slow, refusing); "
+    "status: unknown (too few nodes answered); bench: no grant",
+    EX_TEMPFAIL: "run: the lock was held elsewhere for the whole --timeout; "
+    "--conflict-exit-code changes it",
     EX_LOST: "run: the lock was lost while CMD ran; CMD was stopped",
-    EX_CANNOT_EXECUTE: "run: CMD is not executable",
-    EX_NOT_FOUND: "run: CMD was not found",
+    EX_CANNOT_EXECUTE: "run: CMD is not executable (checked before locking anything)",
+    EX_NOT_FOUND: "run: CMD was not found (checked before locking anything)",
     EX_INTERRUPTED: "interrupted (Ctrl-C); whatever the command started is stopped",
     EX_BROKEN_PIPE: "stdout was closed early (e.g. piped into head)",
 }
@@ -59,7 +61,7 @@ EXIT_CODES = {
 STATUS_CODES = {
     EX_HELD: "held: one holder (or the readers) on a quorum of nodes",
     EX_FREE: "free: a quorum answered and no holder can have a quorum",
-    EX_USAGE: "bad arguments, URLs or lock name",
+    EX_USAGE: "bad arguments, URLs or lock name; no nodes given",
     EX_UNKNOWN: "unknown: too few nodes answered to tell (silent nodes could make a holder's "
     "quorum)",
 }

@@ -7,11 +7,12 @@ installed and the output is a terminal; plain text otherwise.
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TextIO
 
-__all__ = ["error", "note", "print_table", "progress"]
+__all__ = ["error", "library_warnings", "note", "print_table", "progress"]
 
 
 def error(message: str) -> None:
@@ -22,6 +23,43 @@ def error(message: str) -> None:
 def note(message: str) -> None:
     """Print ``redlock-async: MESSAGE`` on stderr: what the command is doing, not an error."""
     print(f"redlock-async: {message}", file=sys.stderr, flush=True)
+
+
+class _Warnings(logging.Handler):
+    """The library's warnings on stderr, as the command's own lines (one prefix)."""
+
+    def __init__(self, quiet: bool) -> None:
+        super().__init__(logging.WARNING)
+        self.quiet = quiet
+
+    def emit(self, record: logging.LogRecord) -> None:
+        # A lost grant: the command reports it itself, with what it did about
+        # it (CMD stopped, exit 76); the library's record would say it twice.
+        # Quiet: the command's failure says what failed, per node.
+        if self.quiet or getattr(record, "redlock_outcome", None) == "lost":
+            return
+        try:
+            message = record.getMessage().removeprefix("redlock_async: ")
+        except Exception:
+            self.handleError(record)
+            return
+        print(f"redlock-async: {message}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def library_warnings(*, quiet: bool) -> Iterator[None]:
+    """While the command runs, the library's WARNINGs go to stderr as ``redlock-async: ...``
+    (none with ``quiet``), not through Python's last-resort handler under a second prefix."""
+    logger = logging.getLogger("redlock_async")
+    handler = _Warnings(quiet)
+    propagate = logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
 
 
 @contextlib.contextmanager

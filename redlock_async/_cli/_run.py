@@ -2,10 +2,13 @@
 
 A small process supervisor: it waits for the lock, starts CMD with the lock's
 name (and fencing token) in its environment, passes signals on to it, and
-stops it when the lock is lost. Exit codes: CMD's own, else those in
-:mod:`._exit` (75, or ``--conflict-exit-code``, not had within
-``--timeout``; 76 lost). ``--verbose`` says on stderr when it waits, has the
-lock and gives it back; stdout is CMD's alone.
+stops it when the lock is lost. CMD is looked up before anything is
+locked. Exit codes: CMD's own, else those in :mod:`._exit` (75, or
+``--conflict-exit-code``: held elsewhere for the whole ``--timeout``; 69:
+too few nodes answered to decide; 76 lost; 126/127 CMD not executable / not
+found). ``--verbose`` says on stderr when it waits, has the lock and gives it
+back; ``--quiet`` says nothing there unless something failed; stdout is
+CMD's alone.
 """
 
 from __future__ import annotations
@@ -19,11 +22,19 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 
-from .._errors import LockLost, LockNotOwned, RedlockError, describe_errors
+from .._errors import (
+    LockBusy,
+    LockLost,
+    LockNotAcquired,
+    LockNotOwned,
+    RedlockError,
+    describe_errors,
+)
 from .._keys import check_name
 from .._lock import Lock
-from ._exit import EX_CANNOT_EXECUTE, EX_LOST, EX_NOT_FOUND, UsageError
-from ._nodes import announce, redlock
+from .._refusal import not_acquired
+from ._exit import EX_CANNOT_EXECUTE, EX_LOST, EX_NOT_FOUND, EX_UNAVAILABLE, UsageError
+from ._nodes import announce, node_urls, redlock
 from ._output import error, note
 
 __all__ = ["FORWARDED", "run_command"]
@@ -46,8 +57,45 @@ def run_command(args: argparse.Namespace) -> int:
     check_name(args.name)
     if args.ttl <= 0:
         raise UsageError("run: --ttl must be > 0")
+    node_urls(args)  # no nodes, or a bad URL: exit 2 before anything else
+    # Before the lock, as a shell would refuse it: a typo in a crontab must
+    # not take the lock from the hosts that could run the job.
+    missing = _unrunnable(cmd[0])
+    if missing is not None:
+        error(f"command {'not found' if missing == EX_NOT_FOUND else 'not executable'}: "
+              f"{cmd[0]} (nothing was locked)")  # fmt: skip
+        return missing
     announce(args)
     return int(asyncio.run(_run(args, cmd)))
+
+
+def _unrunnable(program: str) -> int | None:
+    """None when ``program`` can be executed as CMD; else a shell's exit code for it.
+
+    127: not found (on PATH, or at the path given); 126: found, but not an
+    executable file. Looked up as ``exec`` does (``os.get_exec_path``), so
+    that CMD is what will run. A CMD that vanishes before it starts, or an
+    interpreter a script names that is missing, is still caught at the start.
+    """
+    if os.sep in program or (os.altsep and os.altsep in program):
+        candidates = [program]
+    else:
+        candidates = [os.path.join(folder or os.curdir, program) for folder in os.get_exec_path()]
+    found = False
+    for candidate in candidates:
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return None
+        found = found or os.path.exists(candidate)
+    return EX_CANNOT_EXECUTE if found else EX_NOT_FOUND
+
+
+def _refusal(lock: Lock, timeout: float | None) -> LockNotAcquired:
+    """Why the last acquire() of ``lock`` gave up: LockBusy or QuorumUnavailable.
+
+    The rule ``async with`` applies (one rule for both); ``_refused`` holds the
+    failed attempts of the last acquire() until the next one.
+    """
+    return not_acquired(lock.name, lock._refused, lock.errors, timeout)
 
 
 async def _acquire(lock: Lock, timeout: float | None, verbose: bool) -> bool:
@@ -116,10 +164,15 @@ async def _run(args: argparse.Namespace, cmd: list[str]) -> int:
                 error(f"{signal.Signals(received[0]).name} while waiting for {args.name!r}")
                 return 128 + received[0]
             if not acquired:
-                waited = "one attempt" if args.timeout == 0 else f"{args.timeout}s"
-                why = describe_errors(lock.errors) or "the lock is held elsewhere"
-                error(f"lock {args.name!r} not acquired ({waited}): {why}")
-                return int(args.conflict_exit_code)
+                # Busy is not down: a job held elsewhere is a routine outcome
+                # (--conflict-exit-code), nodes that cannot decide are not.
+                refusal = _refusal(lock, args.timeout)
+                busy = isinstance(refusal, LockBusy)
+                refused = int(args.conflict_exit_code) if busy else EX_UNAVAILABLE
+                if refused or not args.quiet:  # --conflict-exit-code 0: busy is success
+                    once = " (one attempt)" if args.timeout == 0 else ""
+                    error(f"not acquired{once}: {refusal}")
+                return refused
 
             env = dict(os.environ)
             env["REDLOCK_LOCK_NAME"] = args.name

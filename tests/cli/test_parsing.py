@@ -12,6 +12,7 @@ import pytest
 
 from redlock_async._cli import main
 from redlock_async._cli._args import VALUE_OPTIONS, parser, split_command
+from redlock_async._cli._exit import UsageError
 from redlock_async._cli._nodes import announce
 from redlock_async._cli._status import judge
 
@@ -129,7 +130,6 @@ def test_unknown_when_the_silent_nodes_could_make_a_quorum() -> None:
 @pytest.mark.parametrize(
     ("args", "env", "said"),
     [
-        ([], {}, "no --url or REDLOCK_URLS: using the default redis://localhost:6379/0"),
         (
             [],
             {"REDLOCK_URLS": "redis://h1:1/0, redis://:pw@h2:2/0"},
@@ -152,3 +152,27 @@ def test_every_command_names_its_nodes(
     with contextlib.redirect_stderr(err):
         announce(argparse.Namespace(top_url=None, url=args or None))  # nothing connects
     assert err.getvalue() == f"redlock-async: {said}\n"
+
+
+@pytest.mark.parametrize("env", [None, "", " , "])
+def test_no_nodes_is_an_error_naming_both_sources(
+    monkeypatch: pytest.MonkeyPatch, env: str | None
+) -> None:
+    monkeypatch.delenv("REDLOCK_URLS", raising=False)
+    if env is not None:
+        monkeypatch.setenv("REDLOCK_URLS", env)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), pytest.raises(UsageError) as raised:
+        announce(argparse.Namespace(top_url=None, url=None))
+    assert "--url" in str(raised.value)
+    assert "REDLOCK_URLS" in str(raised.value)
+    assert ("lists no URL" in str(raised.value)) == (env is not None)
+    assert err.getvalue() == ""  # no node line before the error
+
+
+def test_quiet_names_no_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REDLOCK_URLS", "redis://h1:1/0")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        given = announce(argparse.Namespace(top_url=None, url=None, quiet=True))
+    assert (given, err.getvalue()) == (["redis://h1:1/0"], "")

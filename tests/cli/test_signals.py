@@ -18,7 +18,7 @@ from redlock_async.testing import RedisNodes
 
 from .. import _loops
 from ..conftest import eventually, no_keys_left
-from .test_cli import cli, finish, urls
+from .test_cli import cli, cli_env, finish, urls
 
 
 def quiet(err: str) -> bool:
@@ -68,7 +68,7 @@ async def test_a_reader_that_leaves_early_ends_status_quietly(redis_nodes: Redis
         process = await asyncio.create_subprocess_exec(
             *_loops.child_command(loop, "redlock_async"), "status", *urls(redis_nodes), "job",
             "--json", stdout=write_end, stderr=asyncio.subprocess.PIPE,
-            env=_loops.child_env(),
+            env=cli_env(),
         )  # fmt: skip
     finally:
         os.close(write_end)
