@@ -74,11 +74,13 @@ class Ledger:
 class LockSettings:
     """``urls``: the Redis nodes; ``ttl``: validity of one grant (renewed in
     the background while the handler runs); ``timeout``: how long a request
-    waits for a busy lock before answering 409."""
+    waits for a busy lock before answering 409; ``unavailable_timeout``: how
+    long it keeps trying while too few nodes answer before answering 503."""
 
     urls: tuple[str, ...]
     ttl: float = 5.0
     timeout: float = 2.0
+    unavailable_timeout: float = 0.5
 
 
 SETTINGS = web.AppKey("settings", LockSettings)
@@ -88,7 +90,10 @@ LEDGER = web.AppKey("ledger", Ledger)
 
 async def redlock_ctx(app: web.Application) -> AsyncIterator[None]:
     """One Redlock per process: opened at startup, closed at cleanup."""
-    redlock = Redlock(app[SETTINGS].urls)
+    settings = app[SETTINGS]
+    # A request answers 503 soon when the lock service is down; the client's
+    # retry (Retry-After) rides out the failover instead (docs/frameworks.md).
+    redlock = Redlock(settings.urls, unavailable_timeout=settings.unavailable_timeout)
     app[REDLOCK] = redlock
     try:
         yield
@@ -146,11 +151,14 @@ def create_app(
     *,
     ttl: float = 5.0,
     timeout: float = 2.0,
+    unavailable_timeout: float = 0.5,
     ledger: Ledger | None = None,
 ) -> web.Application:
-    """The app over the Redis nodes ``urls``."""
+    """The app over the Redis nodes ``urls`` (the keywords: :class:`LockSettings`)."""
     app = web.Application(middlewares=[lock_errors])
-    app[SETTINGS] = LockSettings(tuple(urls), ttl=ttl, timeout=timeout)
+    app[SETTINGS] = LockSettings(
+        tuple(urls), ttl=ttl, timeout=timeout, unavailable_timeout=unavailable_timeout
+    )
     app[LEDGER] = ledger if ledger is not None else Ledger()
     app.cleanup_ctx.append(redlock_ctx)
     app.router.add_post(r"/orders/{order_id:\d+}/charge", charge)

@@ -130,13 +130,15 @@ def create_app(
     *,
     ttl: float = 5.0,
     timeout: float = 2.0,
+    unavailable_timeout: float = 0.5,
     ledger: Ledger | None = None,
 ) -> FastAPI:
     """The app over the Redis nodes ``urls``.
 
     ``ttl``: validity of one grant (renewed in the background while the
     handler runs); ``timeout``: how long a request waits for a busy lock
-    before answering 409.
+    before answering 409; ``unavailable_timeout``: how long it keeps trying
+    while too few nodes answer before answering 503 (docs/frameworks.md).
     """
     nodes = list(urls)
 
@@ -144,7 +146,9 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # One Redlock per process: connections are opened on first use and
         # shared by every request; closed when the server shuts down.
-        redlock = Redlock(nodes)
+        # A request answers 503 soon when the lock service is down; the
+        # client's retry (Retry-After) rides out the failover instead.
+        redlock = Redlock(nodes, unavailable_timeout=unavailable_timeout)
         app.state.redlock = redlock
         try:
             yield

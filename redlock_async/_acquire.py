@@ -11,7 +11,8 @@ Between attempts: the retry delay with jitter, cut short by a wake-up on
 release (pub/sub) and bounded by the caller's deadline. The deadline bounds
 the wait for an admission slot too (``_engine/_admission.py``: given up,
 the call says so), and an attempt still undecided at it is abandoned and
-undone, as on cancellation. Waiters of one
+undone, as on cancellation. While no quorum answers, ``unavailable_timeout``
+bounds the attempts too (``_outage.py``: busy is not down). Waiters of one
 process line up per lock (``_engine/_wake.py``): only those that can win
 now (the first, or the leading readers) attempt; the others wait, without
 attempts, for their turn.
@@ -30,6 +31,7 @@ from ._config import LockOptions
 from ._engine import Admission, Command, Engine, Subscription, Tally, is_yes, vote_limit
 from ._errors import NodeError
 from ._grant import Grant
+from ._outage import Outage
 from ._scripts import FENCE_RAISE
 from ._timing import fair_heartbeat, retry_delay, ttl_ms, validity
 
@@ -44,10 +46,12 @@ class Failures:
     Made at the first failure only (a grant at the first try pays nothing);
     the tallies become ``LockNotAcquired.attempts`` (``_refusal.py``).
     ``unadmitted``: the call ended waiting for an admission slot, with this
-    many attempts of the Redlock in flight (0: it did not).
+    many attempts of the Redlock in flight (0: it did not). ``unavailable``:
+    the call gave up because no quorum had answered for this many seconds,
+    its ``unavailable_timeout`` (None: it did not).
     """
 
-    __slots__ = ("count", "tallies", "unadmitted")
+    __slots__ = ("count", "tallies", "unadmitted", "unavailable")
 
     KEPT = 10  # a waiter with timeout=None may fail for hours: keep the last few
 
@@ -55,6 +59,7 @@ class Failures:
         self.count = 0
         self.tallies: deque[Tally] = deque(maxlen=self.KEPT)
         self.unadmitted = 0
+        self.unavailable: float | None = None
 
     def add(self, tally: Tally) -> int:
         self.count += 1
@@ -79,8 +84,10 @@ async def acquire(
     options: LockOptions,
     blocking: bool,
     limit: float | None,
+    unavailable: float | None,
 ) -> Outcome:
-    """Attempt until granted, refused (``blocking=False``) or ``limit`` seconds passed.
+    """Attempt until granted, refused (``blocking=False``) or ``limit`` seconds passed,
+    or, while no quorum answers, ``unavailable`` seconds (None: no such limit).
 
     Raises RedlockError when the engine is closing (``aclose()`` began).
     """
@@ -104,6 +111,7 @@ async def acquire(
     ttls = engine.ttls
     first = True
     oneshot = not blocking or limit == 0  # admitted from the one-shots' reserve
+    outage = None if oneshot or unavailable is None else Outage(unavailable)
     # An attempt may outlive the deadline only if its votes may take longer.
     span = vote_limit(engine.config.node_timeout)
     try:
@@ -174,6 +182,17 @@ async def acquire(
             # Refused: what next.
             if engine.closing:
                 engine.check_open()  # raises: nothing can be granted any more
+            if outage is not None:
+                if not outage.count(tally, started):
+                    # Votes still coming may make it "busy": as judged() waits.
+                    wait = engine.config.node_timeout
+                    if deadline is not None:
+                        wait = min(wait, deadline - engine.clock())
+                    await outage.settle(tally, started, wait)
+                rest = outage.left(engine.clock())
+                if rest is not None and rest <= _EARLY:
+                    failures.unavailable = outage.limit
+                    return None, errors, failures
             if first:
                 first = False
                 if not blocking or limit == 0:
@@ -204,6 +223,12 @@ async def acquire(
                     return None, errors, failures
                 delay = min(delay, remaining)
                 idle = remaining if idle is None else min(idle, remaining)
+            if outage is not None and (rest := outage.left(engine.clock())) is not None:
+                # The last attempt comes when the outage reaches its limit:
+                # nodes back by then are asked again, and it decides. A waiter
+                # not in turn wakes for it too (nodes down, nobody is woken).
+                delay = min(delay, rest)
+                idle = rest if idle is None else min(idle, rest)
             if subscription is not None:
                 # In turn: early on a release (a hint only), else after the
                 # delay. Not yet: until its turn comes (or idle passes).

@@ -13,7 +13,7 @@ from ._commands import ExclusiveCommands
 from ._config import LockOptions, check_ttl
 from ._errors import ConfigurationError
 from ._keys import KeyLayout, check_name
-from ._lock import OnLost
+from ._lock import REDLOCKS, OnLost, Unset
 from ._timing import validity
 
 __all__ = ["CommandsCache", "OptionsCache"]
@@ -23,12 +23,14 @@ _MAX_LAYOUTS = 1024
 
 
 class OptionsCache:
-    """Validated :class:`LockOptions` by keywords, for one Redlock's drift factor."""
+    """Validated :class:`LockOptions` by keywords, for one Redlock's drift factor
+    and default ``unavailable_timeout``."""
 
-    __slots__ = ("_drift_factor", "_options")
+    __slots__ = ("_drift_factor", "_options", "_unavailable")
 
-    def __init__(self, drift_factor: float) -> None:
+    def __init__(self, drift_factor: float, unavailable_timeout: float | None) -> None:
         self._drift_factor = drift_factor
+        self._unavailable = unavailable_timeout  # the lock's when not given (REDLOCKS)
         self._options: dict[tuple[object, ...], LockOptions] = {}
 
     def __call__(
@@ -42,12 +44,17 @@ class OptionsCache:
         on_lost: OnLost | None = None,
         max_attempts: int | None = None,
         min_validity: float = 0.0,
+        unavailable_timeout: float | Unset | None = REDLOCKS,
     ) -> LockOptions:
         spec: tuple[object, ...] = (ttl, auto_extend, timeout, fencing, cancel_on_lost, fair)
         if on_lost is not None:
             spec += (on_lost,)
         if max_attempts is not None or min_validity:
             spec += (max_attempts, min_validity, "limits")
+        if isinstance(unavailable_timeout, Unset):  # not given (REDLOCKS): the Redlock's
+            unavailable_timeout = self._unavailable
+        else:
+            spec += (unavailable_timeout, "unavailable")
         options = None
         # Only exact types may share a cache entry: True == 1, yet ttl=True is an error.
         cacheable = (
@@ -59,6 +66,11 @@ class OptionsCache:
             and type(fair) is bool
             and (max_attempts is None or type(max_attempts) is int)
             and (type(min_validity) is float or type(min_validity) is int)
+            and (
+                unavailable_timeout is None
+                or type(unavailable_timeout) is float
+                or type(unavailable_timeout) is int
+            )
         )
         if cacheable:
             # Not contextlib.suppress: this runs on every lock() call.
@@ -77,6 +89,7 @@ class OptionsCache:
                 on_lost=on_lost,
                 max_attempts=max_attempts,
                 min_validity=min_validity,
+                unavailable_timeout=unavailable_timeout,
             )
             # LockOptions cannot know the drift factor; cached options passed this.
             check_ttl("ttl", options.ttl, self._drift_factor)

@@ -17,6 +17,7 @@ from ._timing import CLOCK_DRIFT_FLOOR, ttl_ms
 __all__ = [
     "MAX_TTL",
     "MIN_TTL",
+    "UNAVAILABLE_TIMEOUT",
     "LockOptions",
     "RedlockConfig",
     "check_seconds",
@@ -30,6 +31,13 @@ MAX_TTL = 366 * 24 * 3600.0
 """The longest ttl accepted, seconds (a year and a day): every Redis takes it
 as PX/PEXPIRE milliseconds, far from the 64-bit overflow that makes nodes
 refuse a grant, and a node restarted later is quarantined at most this long."""
+UNAVAILABLE_TIMEOUT = 10.0
+"""The default ``unavailable_timeout``, seconds: how long ``acquire()`` keeps
+trying while no quorum of nodes answers. Long enough to ride out a brief
+outage of a majority - a node restarting, a failover promoting a replica,
+the client's reconnection backoff (up to 2 s) once they are back - short
+enough that a waiter with ``timeout=None`` reports an outage instead of
+waiting through it for ever (docs/frameworks.md: what a handler should use)."""
 
 
 def check_seconds(
@@ -95,6 +103,9 @@ class RedlockConfig:
     """Base wait between acquire attempts, seconds. Default 0.2."""
     retry_jitter: float = 0.2
     """Extra uniform random wait in [0, retry_jitter), seconds. Default 0.2."""
+    unavailable_timeout: float | None = UNAVAILABLE_TIMEOUT
+    """Every lock's default ``unavailable_timeout`` (see :class:`LockOptions`),
+    seconds; None: no limit but each lock's ``timeout``. Default 10.0."""
     wake_on_release: bool = True
     """Wake waiters through pub/sub when a lock is released. Default True."""
     quarantine_grace: float | None = None
@@ -111,6 +122,11 @@ class RedlockConfig:
         )
         object.__setattr__(self, "retry_delay", _seconds("retry_delay", self.retry_delay))
         object.__setattr__(self, "retry_jitter", _seconds("retry_jitter", self.retry_jitter))
+        object.__setattr__(
+            self,
+            "unavailable_timeout",
+            check_seconds("unavailable_timeout", self.unavailable_timeout, allow_none=True),
+        )
         factor = self.drift_factor
         if isinstance(factor, bool) or not isinstance(factor, int | float) or not 0 <= factor < 1:
             raise ConfigurationError(f"drift_factor must be in [0, 1), not {factor!r}")
@@ -157,6 +173,15 @@ class LockOptions:
     # Redlock.lock() states the precise type, Callable[[Lock], object].
     on_lost: Callable[..., object] | None = field(default=None, repr=False)
     """Called once with the lock when a held grant is lost. Default None."""
+    unavailable_timeout: float | None = UNAVAILABLE_TIMEOUT
+    """How long ``acquire()`` keeps trying while no quorum answers, seconds:
+    counted from the first attempt of an unbroken run of attempts that too few
+    nodes answered (yes or no) to decide; any attempt a quorum answered, even
+    "held elsewhere", ends the run. Past it ``acquire()`` returns False and
+    ``async with`` raises ``QuorumUnavailable``, even with ``timeout`` time
+    left; a busy lock still waits for its whole ``timeout``. None: no limit
+    but ``timeout``. ``Redlock.lock()`` and the other factories default to
+    the Redlock's (``RedlockConfig.unavailable_timeout``). Default 10.0."""
     ttl_ms: int = field(init=False, repr=False, compare=False, default=0)
     """``ttl`` in whole milliseconds, rounded down (derived: every attempt sends it)."""
 
@@ -166,6 +191,9 @@ class LockOptions:
         object.__setattr__(self, "ttl", ttl)
         object.__setattr__(self, "ttl_ms", ttl_ms(ttl))
         object.__setattr__(self, "timeout", check_seconds("timeout", self.timeout, allow_none=True))
+        unavailable = self.unavailable_timeout
+        unavailable = check_seconds("unavailable_timeout", unavailable, allow_none=True)
+        object.__setattr__(self, "unavailable_timeout", unavailable)
         for flag in ("auto_extend", "fencing", "cancel_on_lost", "fair"):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigurationError(f"{flag} must be a bool, not {getattr(self, flag)!r}")

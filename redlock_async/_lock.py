@@ -34,7 +34,7 @@ from ._refusal import judged, not_acquired
 from ._release import judge_release, send_release, settle_release
 from ._renewal import Renewals, Renewer
 
-__all__ = ["UNSET", "Holdings", "Lock", "LockKeywords", "OnLost", "Unset"]
+__all__ = ["REDLOCKS", "UNSET", "Holdings", "Lock", "LockKeywords", "OnLost", "Unset"]
 
 _log = logging.getLogger("redlock_async.lock")
 _debugging = LOCK.isEnabledFor
@@ -54,16 +54,27 @@ class LockKeywords(TypedDict, total=False):
     on_lost: OnLost | None
     max_attempts: int | None
     min_validity: float
+    unavailable_timeout: float | None
 
 
 class Unset:
-    """The default of ``acquire(timeout=...)``: the lock's own timeout."""
+    """A keyword left out: the setting it stands for is taken from elsewhere
+    (``acquire(timeout=...)``: the lock's own; ``lock(unavailable_timeout=...)``:
+    the Redlock's)."""
+
+    __slots__ = ("_whose",)
+
+    def __init__(self, whose: str = "lock's") -> None:
+        self._whose = whose
 
     def __repr__(self) -> str:
-        return "<lock's timeout>"
+        return f"<{self._whose}>"
 
 
 UNSET: Final = Unset()
+"""The default of ``acquire()``'s ``timeout`` and ``unavailable_timeout``: the lock's own."""
+REDLOCKS: Final = Unset("Redlock's")
+"""The default of the lock factories' ``unavailable_timeout``: the Redlock's."""
 _NO_ERRORS: Final[Mapping[str, NodeError]] = MappingProxyType({})
 _ORPHANED = "it was held on another event loop or by the parent process before a fork"
 
@@ -149,13 +160,24 @@ class Lock(LockState):
         self._body: Body | None = None  # the `async with` body's task, cancelled on loss
         self._refused: Failures | None = None  # the failed attempts of the last acquire()
 
-    async def acquire(self, blocking: bool = True, timeout: float | Unset | None = UNSET) -> bool:
+    async def acquire(
+        self,
+        blocking: bool = True,
+        timeout: float | Unset | None = UNSET,
+        *,
+        unavailable_timeout: float | Unset | None = UNSET,
+    ) -> bool:
         """Try to acquire; True on success, False when it gave up.
 
         ``blocking=False`` makes one attempt. Otherwise attempts repeat, each
         after ``retry_delay`` plus random jitter, until ``timeout`` seconds have
-        passed (default: the lock's ``timeout``; None waits forever).
-        Raises RedlockError when this object already holds a grant.
+        passed (default: the lock's ``timeout``; None waits forever) - or,
+        while no quorum of nodes answers (down, refusing, silent), until
+        ``unavailable_timeout`` seconds have passed since the first attempt
+        no quorum answered (default: the lock's; None: no such limit). A
+        name held elsewhere is waited for the whole ``timeout``.
+        Raises RedlockError when this object already holds a grant,
+        ConfigurationError for a bad ``timeout`` or ``unavailable_timeout``.
         """
         if self._grant is not None or self._acquiring:
             raise RedlockError(
@@ -165,10 +187,15 @@ class Lock(LockState):
         limit = self._options.timeout  # validated with the options
         if timeout is not UNSET:
             limit = check_seconds("timeout", timeout, allow_none=True)
+        unavailable = self._options.unavailable_timeout
+        if unavailable_timeout is not UNSET:
+            unavailable = check_seconds("unavailable_timeout", unavailable_timeout, allow_none=True)
         owner = asyncio.current_task()
         if blocking and limit is None:
             self._holdings.owners.check(self, self._name, self._commands.kind, owner)
-        call = _acquire.acquire(self._engine, self._commands, self._options, blocking, limit)
+        call = _acquire.acquire(
+            self._engine, self._commands, self._options, blocking, limit, unavailable
+        )
         # Telemetry on, or DEBUG logs: report it (inlined: _observed.listening).
         if self._engine.telemetry is not None or _debugging(logging.DEBUG):
             call = observed.acquire(self._engine, self._name, call, Grant)

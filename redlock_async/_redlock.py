@@ -12,11 +12,11 @@ from ._adopt import adopt, locked
 from ._asynconly import AsyncOnly
 from ._caches import CommandsCache, OptionsCache
 from ._closing import close
-from ._config import RedlockConfig
+from ._config import UNAVAILABLE_TIMEOUT, RedlockConfig
 from ._engine import Engine, TtlLedger
 from ._engine._build import NodeSpec, default_node_timeout, make_node
 from ._errors import ConfigurationError
-from ._lock import Holdings, Lock, LockKeywords, OnLost
+from ._lock import REDLOCKS, Holdings, Lock, LockKeywords, OnLost, Unset
 from ._multilock import MultiLock
 from ._rwlock import RWLock
 from ._semaphore import SemaphoreLock, semaphore
@@ -46,6 +46,8 @@ class Redlock(AsyncOnly):
     - ``drift_factor`` [0.01]: clock drift allowance, ``ttl * drift_factor + 0.002``;
     - ``retry_delay`` [0.2], ``retry_jitter`` [0.2]: wait between attempts is
       ``retry_delay`` plus uniform random ``[0, retry_jitter)``;
+    - ``unavailable_timeout`` [10.0]: every lock's default (see :meth:`lock`);
+      it rides out a brief failover, a web handler wants less (docs/frameworks.md);
     - ``wake_on_release`` [True]: waiters subscribe to the lock's release
       announcements and retry at once, instead of only after the retry delay;
     - ``quarantine_grace`` [None]: strict mode - besides nodes seen to restart
@@ -77,6 +79,7 @@ class Redlock(AsyncOnly):
         drift_factor: float = 0.01,
         retry_delay: float = 0.2,
         retry_jitter: float = 0.2,
+        unavailable_timeout: float | None = UNAVAILABLE_TIMEOUT,
         wake_on_release: bool = True,
         quarantine_grace: float | None = None,
         telemetry: bool = True,
@@ -90,6 +93,7 @@ class Redlock(AsyncOnly):
             drift_factor=drift_factor,
             retry_delay=retry_delay,
             retry_jitter=retry_jitter,
+            unavailable_timeout=unavailable_timeout,
             wake_on_release=wake_on_release,
             quarantine_grace=quarantine_grace,
             telemetry=telemetry,
@@ -119,7 +123,7 @@ class Redlock(AsyncOnly):
         self._core = Engine(built, config, ttls=ttls)
         self._holdings = Holdings(self._core)
         self._commands = CommandsCache(config.prefix)
-        self._lock_options = OptionsCache(config.drift_factor)
+        self._lock_options = OptionsCache(config.drift_factor, config.unavailable_timeout)
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -155,6 +159,7 @@ class Redlock(AsyncOnly):
         on_lost: OnLost | None = None,
         max_attempts: int | None = None,
         min_validity: float = 0.0,
+        unavailable_timeout: float | Unset | None = REDLOCKS,
     ) -> Lock:
         """A new exclusive :class:`Lock` on ``name`` (not yet acquired).
 
@@ -166,23 +171,19 @@ class Redlock(AsyncOnly):
         [False] serve waiters in arrival order; ``on_lost`` [None] called once
         with the lock when a held grant is lost; ``max_attempts`` [None] give
         up after this many attempts; ``min_validity`` [0.0] refuse a grant
-        valid for no longer than this.
+        valid for no longer than this; ``unavailable_timeout`` [the Redlock's]
+        how long ``acquire()`` keeps trying while no quorum of nodes answers,
+        then returns False (``async with``: QuorumUnavailable) whatever
+        ``timeout`` has left; None: no limit but ``timeout`` (:class:`LockOptions`).
         """
         core = self._core
         if core.closed:
             core.check_open()
-        # Positional: a call with seven keywords costs more than the lookup.
+        # Positional: a call with ten keywords costs more than the lookup.
         options = self._lock_options(
-            ttl,
-            auto_extend,
-            timeout,
-            fencing,
-            cancel_on_lost,
-            fair,
-            on_lost,
-            max_attempts,
-            min_validity,
-        )
+            ttl, auto_extend, timeout, fencing, cancel_on_lost, fair, on_lost, max_attempts,
+            min_validity, unavailable_timeout,
+        )  # fmt: skip
         return Lock(core, self._holdings, name, options, self._commands(name))
 
     async def adopt(self, name: str, token: str, **options: Unpack[LockKeywords]) -> Lock:

@@ -9,7 +9,6 @@ A web handler must tell these apart: "someone else is changing this" and
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 
 from ._acquire import Failures
@@ -22,6 +21,7 @@ from ._errors import (
     QuorumUnavailable,
     Votes,
 )
+from ._outage import answers
 
 __all__ = ["answers", "judged", "not_acquired", "votes"]
 
@@ -68,6 +68,12 @@ def not_acquired(
     if failures.count > 1:
         spent = f"{timeout}s, " if timeout else ""
         waited = f" (gave up after {spent}{failures.count} attempts)"
+    if failures.unavailable is not None:
+        # Not the timeout: the nodes, for longer than this call waits for them.
+        waited = (
+            f" (gave up after unavailable_timeout={failures.unavailable}s without a quorum "
+            f"answering, {failures.count} attempt{'s' if failures.count > 1 else ''})"
+        )
     if failures.unadmitted:
         # The last try never left the client: what earlier attempts saw
         # ("held elsewhere"?) is not why it gave up. Unavailable (503): the
@@ -128,27 +134,6 @@ def votes(tally: Tally) -> Votes:
         elif not isinstance(reply, NodeError):
             unanswered.append(name)  # pending (a skipped node is among the failed)
     return Votes(tuple(granted), tuple(taken), failed, tuple(unanswered))
-
-
-async def answers(tally: Tally, wait: float) -> None:
-    """Wait, at most ``wait`` seconds, for the nodes of ``tally`` still answering
-    (pending, and not yet silent for ``node_timeout``)."""
-    answering = tally.answering()
-    if answering:
-        loop = asyncio.get_running_loop()
-        await asyncio.wait([_answered(loop, tally, index) for index in answering], timeout=wait)
-
-
-def _answered(loop: asyncio.AbstractEventLoop, tally: Tally, index: int) -> asyncio.Future[None]:
-    """A future done once node ``index`` of ``tally`` has answered."""
-    done: asyncio.Future[None] = loop.create_future()
-
-    def answered(_: object) -> None:
-        if not done.done():
-            done.set_result(None)
-
-    tally.when_settled(index, answered)
-    return done
 
 
 def _busy(tally: Tally) -> bool:

@@ -281,12 +281,18 @@ class SemaphoreLock(Lock):
         """The slot (0 to ``limit - 1``) the current grant holds; None when not held."""
         return self._semaphore.slot if self._grant is not None else None
 
-    async def acquire(self, blocking: bool = True, timeout: float | Unset | None = UNSET) -> bool:
+    async def acquire(
+        self,
+        blocking: bool = True,
+        timeout: float | Unset | None = UNSET,
+        *,
+        unavailable_timeout: float | Unset | None = UNSET,
+    ) -> bool:
         if self._grant is None and not self._acquiring:
             # A renewer reads its key once, when made: a new grant may hold
             # another slot than the last one this object held.
             self._renewer = None
-        return await super().acquire(blocking, timeout)
+        return await super().acquire(blocking, timeout, unavailable_timeout=unavailable_timeout)
 
     acquire.__doc__ = Lock.acquire.__doc__
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from concurrent.futures import Future
@@ -40,6 +41,7 @@ class SyncKeywords(TypedDict, total=False):
     on_lost: Callable[[Lock], object] | None
     max_attempts: int | None
     min_validity: float
+    unavailable_timeout: float | None
 
 
 class Lock:
@@ -107,17 +109,27 @@ class Lock:
     def __repr__(self) -> str:
         return f"<sync.{repr(self._lock)[1:]}"
 
-    def acquire(self, blocking: bool = True, timeout: float | Unset | None = UNSET) -> bool:
+    def acquire(
+        self,
+        blocking: bool = True,
+        timeout: float | Unset | None = UNSET,
+        *,
+        unavailable_timeout: float | Unset | None = UNSET,
+    ) -> bool:
         """Try to acquire; True on success, False when it gave up.
 
         ``blocking=False`` makes one attempt; otherwise attempts repeat until
         ``timeout`` seconds passed (default: the lock's ``timeout``; None
-        waits forever). Interrupted while waiting (Ctrl-C), it gives back a
+        waits forever) or, while no quorum of nodes answers, until
+        ``unavailable_timeout`` seconds passed since the first attempt no
+        quorum answered (default: the lock's; None: no such limit), as
+        :meth:`redlock_async.Lock.acquire`. Interrupted while waiting (Ctrl-C), it gives back a
         grant won meanwhile before the interruption propagates. Raises
         RedlockError when this object already holds a grant, RuntimeError
         from a thread that runs an event loop.
         """
-        return self._attempt(self._lock.acquire, blocking, timeout)
+        acquire = functools.partial(self._lock.acquire, unavailable_timeout=unavailable_timeout)
+        return self._attempt(acquire, blocking, timeout)
 
     def extend(self, ttl: float | None = None) -> None:
         """Renew the grant to a full ``ttl`` (default: the lock's) from now.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -103,12 +104,15 @@ async def test_too_few_nodes_answers_503_not_409(
     # Two of three nodes dead is not "another request holds it": a 409 would
     # send the client to retry a conflict that does not exist.
     caplog.set_level(logging.INFO, logger="examples.aiohttp_app")
-    app = create_app(redis_nodes.urls, timeout=0.5)
+    # A long timeout: the 503 comes after unavailable_timeout, not after it.
+    app = create_app(redis_nodes.urls, timeout=LIVENESS, unavailable_timeout=0.5)
     async with serve(app) as http:
         assert (await http.post("/orders/4/charge")).status == 200
         for node in redis_nodes[:2]:
             node.kill()
+        start = time.monotonic()
         down = await http.post("/orders/5/charge")
+        assert time.monotonic() - start < LIVENESS / 2
         assert down.status == 503
         assert down.headers["Retry-After"] == "5"
         assert "unavailable" in (await down.json())["detail"]

@@ -96,6 +96,27 @@ def test_with_raises_lock_busy_and_quorum_unavailable(redis_nodes: RedisNodes) -
         assert len(caught.value.errors) == 2
 
 
+def test_an_outage_ends_the_wait_before_the_timeout_busy_does_not(
+    redis_nodes: RedisNodes,
+) -> None:
+    with Redlock(redis_nodes.urls, unavailable_timeout=0.3) as redlock:
+        assert redlock.config.unavailable_timeout == 0.3
+        with redlock.lock("busy"):
+            start = time.monotonic()
+            assert not redlock.lock("busy", timeout=1.0).acquire()
+            assert time.monotonic() - start >= 0.99  # held elsewhere: the whole timeout
+        for node in redis_nodes:
+            node.refuse()
+        start = time.monotonic()
+        with pytest.raises(QuorumUnavailable, match="unavailable_timeout"):  # noqa: SIM117
+            with redlock.semaphore("down", 2, timeout=5.0):
+                pytest.fail("entered the body without the lock")
+        lock = redlock.rwlock("down").write(timeout=5.0, unavailable_timeout=5.0)
+        assert not lock.acquire(timeout=None, unavailable_timeout=0.2)
+        assert time.monotonic() - start < 2.5  # well before the 5 s timeouts
+        assert len(lock.errors) == len(redis_nodes)
+
+
 def test_rwlock_readers_share_writer_excludes(redis_nodes: RedisNodes) -> None:
     with Redlock(redis_nodes.urls) as redlock:
         rw = redlock.rwlock("report", ttl=5.0)
