@@ -1,32 +1,39 @@
 """redlock_async: asyncio-native distributed locks over a quorum of Redis nodes.
 
 The public names are re-exported here; the modules behind them are private.
+They are imported on first use, all at once: the package's pytest plugin
+(``redlock_async.testing.plugin``) loads into every pytest run wherever the
+package is installed, and must not pay for redis-py and the engine there.
 """
 
 from __future__ import annotations
 
-from ._config import LockOptions as LockOptions
-from ._config import RedlockConfig as RedlockConfig
-from ._errors import ConfigurationError as ConfigurationError
-from ._errors import LockBusy as LockBusy
-from ._errors import LockLost as LockLost
-from ._errors import LockNotAcquired as LockNotAcquired
-from ._errors import LockNotOwned as LockNotOwned
-from ._errors import NodeConnectionError as NodeConnectionError
-from ._errors import NodeError as NodeError
-from ._errors import NodeResponseError as NodeResponseError
-from ._errors import NodeTimeoutError as NodeTimeoutError
-from ._errors import QuorumUnavailable as QuorumUnavailable
-from ._errors import RedlockError as RedlockError
-from ._errors import Votes as Votes
-from ._lock import Lock as Lock
-from ._multilock import MultiLock as MultiLock
-from ._redlock import Redlock as Redlock
-from ._rwlock import ReadLock as ReadLock
-from ._rwlock import RWLock as RWLock
-from ._rwlock import WriteLock as WriteLock
-from ._semaphore import SemaphoreLock as SemaphoreLock
+from typing import TYPE_CHECKING
+
 from ._version import __version__ as __version__
+
+if TYPE_CHECKING:
+    from ._config import LockOptions as LockOptions
+    from ._config import RedlockConfig as RedlockConfig
+    from ._errors import ConfigurationError as ConfigurationError
+    from ._errors import LockBusy as LockBusy
+    from ._errors import LockLost as LockLost
+    from ._errors import LockNotAcquired as LockNotAcquired
+    from ._errors import LockNotOwned as LockNotOwned
+    from ._errors import NodeConnectionError as NodeConnectionError
+    from ._errors import NodeError as NodeError
+    from ._errors import NodeResponseError as NodeResponseError
+    from ._errors import NodeTimeoutError as NodeTimeoutError
+    from ._errors import QuorumUnavailable as QuorumUnavailable
+    from ._errors import RedlockError as RedlockError
+    from ._errors import Votes as Votes
+    from ._lock import Lock as Lock
+    from ._multilock import MultiLock as MultiLock
+    from ._redlock import Redlock as Redlock
+    from ._rwlock import ReadLock as ReadLock
+    from ._rwlock import RWLock as RWLock
+    from ._rwlock import WriteLock as WriteLock
+    from ._semaphore import SemaphoreLock as SemaphoreLock
 
 __all__ = [
     "ConfigurationError",
@@ -53,9 +60,46 @@ __all__ = [
     "__version__",
 ]
 
-# Show public objects as living in the package, not in private modules.
-for _name in __all__:
-    _obj = globals()[_name]
-    if getattr(_obj, "__module__", "").startswith("redlock_async._"):
-        _obj.__module__ = __name__
-del _name, _obj
+# Where each public name lives (the TYPE_CHECKING imports above, for the loader).
+_HOMES: dict[str, str] = {
+    "LockOptions": "_config",
+    "RedlockConfig": "_config",
+    "ConfigurationError": "_errors",
+    "LockBusy": "_errors",
+    "LockLost": "_errors",
+    "LockNotAcquired": "_errors",
+    "LockNotOwned": "_errors",
+    "NodeConnectionError": "_errors",
+    "NodeError": "_errors",
+    "NodeResponseError": "_errors",
+    "NodeTimeoutError": "_errors",
+    "QuorumUnavailable": "_errors",
+    "RedlockError": "_errors",
+    "Votes": "_errors",
+    "Lock": "_lock",
+    "MultiLock": "_multilock",
+    "Redlock": "_redlock",
+    "ReadLock": "_rwlock",
+    "RWLock": "_rwlock",
+    "WriteLock": "_rwlock",
+    "SemaphoreLock": "_semaphore",
+}
+
+
+def _load() -> None:
+    """Import every public name at once, as ``import redlock_async`` once did."""
+    from importlib import import_module
+
+    for name, home in _HOMES.items():
+        obj = getattr(import_module(f"{__name__}.{home}"), name)
+        # Show public objects as living in the package, not in private modules.
+        if getattr(obj, "__module__", "").startswith("redlock_async._"):
+            obj.__module__ = __name__
+        globals()[name] = obj
+
+
+def __getattr__(name: str) -> object:
+    if name in _HOMES:
+        _load()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
