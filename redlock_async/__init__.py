@@ -60,46 +60,11 @@ __all__ = [
     "__version__",
 ]
 
-# Where each public name lives (the TYPE_CHECKING imports above, for the loader).
-_HOMES: dict[str, str] = {
-    "LockOptions": "_config",
-    "RedlockConfig": "_config",
-    "ConfigurationError": "_errors",
-    "LockBusy": "_errors",
-    "LockLost": "_errors",
-    "LockNotAcquired": "_errors",
-    "LockNotOwned": "_errors",
-    "NodeConnectionError": "_errors",
-    "NodeError": "_errors",
-    "NodeResponseError": "_errors",
-    "NodeTimeoutError": "_errors",
-    "QuorumUnavailable": "_errors",
-    "RedlockError": "_errors",
-    "Votes": "_errors",
-    "Lock": "_lock",
-    "MultiLock": "_multilock",
-    "Redlock": "_redlock",
-    "ReadLock": "_rwlock",
-    "RWLock": "_rwlock",
-    "WriteLock": "_rwlock",
-    "SemaphoreLock": "_semaphore",
-}
-
-
-def _load() -> None:
-    """Import every public name at once, as ``import redlock_async`` once did."""
-    from importlib import import_module
-
-    for name, home in _HOMES.items():
-        obj = getattr(import_module(f"{__name__}.{home}"), name)
-        # Show public objects as living in the package, not in private modules.
-        if getattr(obj, "__module__", "").startswith("redlock_async._"):
-            obj.__module__ = __name__
-        globals()[name] = obj
-
 
 def __getattr__(name: str) -> object:
-    if name in _HOMES:
-        _load()
+    from ._exports import HOMES, load
+
+    if name in HOMES:
+        load()
         return globals()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,7 +8,7 @@ errors are those of :mod:`redlock_async`. See docs/sync.md.
 
 from __future__ import annotations
 
-from .. import _load
+from .._exports import load
 from ._locks import Lock as Lock
 from ._locks import RWLock as RWLock
 from ._redlock import Redlock as Redlock
@@ -17,7 +17,7 @@ __all__ = ["Lock", "RWLock", "Redlock"]
 
 # The errors raised here are redlock_async's: named as the package shows them
 # (which its first use of a public name sets up).
-_load()
+load()
 
 # Show public objects as living here, not in private modules.
 for _name in __all__:
