@@ -34,7 +34,8 @@ class Redlock(AsyncOnly):
     """A quorum of independent Redis nodes, and the factory of locks over them.
 
     ``nodes`` are URLs (``redis://``, ``rediss://``, ``unix://``) or
-    ``redis.asyncio.Redis`` / ``RedisCluster`` clients; a grant needs
+    ``redis.asyncio.Redis`` / ``RedisCluster`` clients (or valkey-py's
+    ``valkey.asyncio.Valkey`` / ``ValkeyCluster``); a grant needs
     ``len(nodes) // 2 + 1`` of them. Keywords (defaults in brackets):
 
     - ``prefix`` ["redlock:"]: namespace of every key written;

@@ -3,13 +3,23 @@
 The node fixtures (``redis_nodes``, ``redis_nodes_factory``, ``redis_cluster``)
 come from the project's own pytest plugin, ``redlock_async.testing``.
 
-Every async test runs on each event loop installed: asyncio's own and uvloop
-(test ids ``[asyncio]`` and ``[uvloop]``; ``--loop NAME`` runs one only).
+Every async test is parametrized over each event loop installed, asyncio's
+own and uvloop (test ids ``[asyncio]`` and ``[uvloop]``; ``--loop NAME``
+keeps one), and every lock test over both node drivers (``[resp]``,
+``[redis-py]``). Which of those combinations run is ``--matrix``'s choice:
+
+- ``--matrix=default`` (plain ``pytest``): each test once, on one
+  combination, rotated through a module's tests (asyncio/resp,
+  uvloop/redis-py, asyncio/redis-py, uvloop/resp; or asyncio, uvloop): every
+  test runs, every module on both loops and both drivers where it has tests
+  enough, in about a third of the time.
+- ``--matrix=full``: every combination (what CI runs as well).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
@@ -33,6 +43,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run the async tests on this event loop only (repeatable; default: every one "
         f"installed: {', '.join(LOOPS)})",
     )
+    parser.addoption(
+        "--matrix",
+        choices=["default", "full"],
+        default="default",
+        help="default: each test on one event loop and driver, rotated through a module's "
+        "tests; full: on every loop and driver (CI)",
+    )
 
 
 def pytest_asyncio_loop_factories(
@@ -41,6 +58,69 @@ def pytest_asyncio_loop_factories(
     """Each async test once per loop: the library must work on asyncio's and uvloop's."""
     chosen: list[str] | None = config.getoption("loop")
     return {name: LOOPS[name] for name in chosen} if chosen else LOOPS
+
+
+# The order combinations are handed out in, through a module's tests: any two
+# neighbours differ in loop and in driver.
+ROTATION = [
+    ("asyncio", "resp"),
+    ("uvloop", "redis-py"),
+    ("asyncio", "redis-py"),
+    ("uvloop", "resp"),
+]
+_LOOP_PARAM = "_asyncio_loop_factory"  # pytest-asyncio's parameter for the loop
+# One test apart from its loop and driver: module, function, its other parameters.
+Variant = tuple[str, str, tuple[tuple[str, str], ...]]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--matrix=default``: keep one loop/driver combination of each test."""
+    if config.getoption("matrix") == "full":
+        return
+    loop_names: dict[object, str] = {factory: name for name, factory in LOOPS.items()}
+    variants: dict[Variant, list[tuple[tuple[str, str], pytest.Item]]] = defaultdict(list)
+    for item in items:
+        params: dict[str, object] = getattr(getattr(item, "callspec", None), "params", {})
+        combo = (loop_names.get(params.get(_LOOP_PARAM), ""), str(params.get("driver", "")))
+        rest = tuple(
+            sorted((k, str(v)) for k, v in params.items() if k not in (_LOOP_PARAM, "driver"))
+        )
+        key: Variant = (str(item.path), getattr(item, "originalname", item.name), rest)
+        variants[key].append((combo, item))
+    # The n-th test of a module with several combinations gets the n-th in
+    # rotation (sorted, so that the choice does not depend on the run order),
+    # counted per module and kind (loops and drivers, or loops alone): each
+    # kind cycles through its combinations. A module's only test of a kind
+    # keeps two, so that the module still sees both loops (and drivers).
+    kinds: dict[str, int] = defaultdict(int)
+    for key, found in variants.items():
+        kinds[f"{key[0]}:{len(found)}"] += 1
+    turn: dict[str, int] = defaultdict(int)
+    dropped: set[pytest.Item] = set()
+    for key in sorted(variants, key=repr):
+        found = variants[key]
+        if len(found) < 2:
+            continue
+        rotation = _rotation_of(found)
+        kind = f"{key[0]}:{len(found)}"
+        n = turn[kind]
+        turn[kind] += 1
+        keep = {rotation[n % len(rotation)]}
+        if kinds[kind] == 1:
+            keep.add(rotation[1])
+        dropped.update(item for combo, item in found if combo not in keep)
+    if dropped:
+        config.hook.pytest_deselected(items=[item for item in items if item in dropped])
+        items[:] = [item for item in items if item not in dropped]
+
+
+def _rotation_of(found: list[tuple[tuple[str, str], pytest.Item]]) -> list[tuple[str, str]]:
+    """The combinations present, in ROTATION's order (those it does not name after)."""
+    present = sorted({combo for combo, _ in found})
+    named = [combo for combo in ROTATION if combo in present]
+    if not named:  # a loop alone (asyncio, uvloop) or a driver alone (resp, redis-py)
+        return present
+    return named + [combo for combo in present if combo not in named]
 
 
 @pytest.fixture(autouse=True)

@@ -3,18 +3,17 @@
 A URL becomes a lean ``RespNode`` (``redis://``, ``unix://``) or a
 ``RedisPyNode`` over a client the library owns (``rediss://``, or any URL
 with a parameter only redis-py reads, such as ``socket_keepalive``); a
-redis-py client passed in becomes a ``RedisPyNode`` that ``aclose()`` leaves
-open.
+redis-py client passed in - or valkey-py's, its fork - becomes a
+``RedisPyNode`` that ``aclose()`` leaves open.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
-from redis.asyncio import ConnectionPool, Redis, RedisCluster, SSLConnection
+from redis.asyncio import ConnectionPool, Redis, RedisCluster
 from redis.asyncio.retry import Retry
-from redis.asyncio.sentinel import SentinelConnectionPool
 from redis.backoff import NoBackoff
 
 from .._address import Address, Endpoint, node_identity, parse_url, redact_url
@@ -24,6 +23,7 @@ from .._options import CONNECTION_CLASSES
 from ._node import Node
 from ._restarts import Restarts, TtlLedger
 from .redispy import RedisPyNode
+from .redispy._kinds import is_cluster, is_plain, sentinel_pools, ssl_connections
 from .resp import RespNode
 
 __all__ = [
@@ -35,8 +35,14 @@ __all__ = [
     "owned_client",
 ]
 
-NodeSpec = str | Redis | RedisCluster
-"""A node: a URL, or a redis-py asyncio client (not closed by ``aclose()``)."""
+if TYPE_CHECKING:
+    from valkey.asyncio import Valkey, ValkeyCluster
+
+    NodeSpec: TypeAlias = str | Redis | RedisCluster | Valkey | ValkeyCluster
+else:
+    # valkey is optional, and imported only by applications that use it.
+    NodeSpec: TypeAlias = str | Redis | RedisCluster
+"""A node: a URL, or a redis-py or valkey-py asyncio client (not closed by ``aclose()``)."""
 
 LEAN_NODE_TIMEOUT = 0.05
 """Default node_timeout when every node uses the lean driver (redis://, unix://)."""
@@ -113,26 +119,30 @@ def make_node(
             )
             return node, identity
         return RespNode(address, node_timeout=timeout, restarts=restarts), identity
-    if isinstance(spec, Redis | RedisCluster):
-        pool = getattr(spec, "connection_pool", None)
-        if isinstance(pool, SentinelConnectionPool) and not pool.is_master:
+    if is_plain(spec) or is_cluster(spec):
+        # valkey-py's clients are redis-py's API under other classes: typed as
+        # redis-py's from here on, told apart by the _kinds helpers.
+        passed = cast("Redis | RedisCluster", spec)
+        pool = getattr(passed, "connection_pool", None)
+        if isinstance(pool, sentinel_pools()) and not pool.is_master:
             raise ConfigurationError(
                 f"sentinel:{pool.service_name} is a replica client (slave_for): replicas "
                 "cannot hold locks; pass Sentinel(...).master_for(service) instead"
             )
-        name = _client_name(spec)
-        failover = isinstance(pool, SentinelConnectionPool)
+        name = _client_name(passed)
+        failover = isinstance(pool, sentinel_pools())
         restarts = Restarts(name, ttls, config.quarantine_grace, failover=failover)
-        node = RedisPyNode(spec, name=name, node_timeout=timeout, owned=False, restarts=restarts)
-        return node, _client_identity(spec)
+        node = RedisPyNode(passed, name=name, node_timeout=timeout, owned=False, restarts=restarts)
+        return node, _client_identity(passed)
     raise ConfigurationError(
-        f"a node must be a URL or a redis.asyncio Redis/RedisCluster, not {type(spec).__name__}"
+        "a node must be a URL, a redis.asyncio Redis/RedisCluster or a valkey.asyncio "
+        f"Valkey/ValkeyCluster, not {type(spec).__name__}"
     )
 
 
-def _client_identity(client: Redis | RedisCluster) -> frozenset[Endpoint]:
+def _client_identity(client: Any) -> frozenset[Endpoint]:
     """The server(s) behind a client; empty (unknown) when they cannot be told cheaply."""
-    if isinstance(client, RedisCluster):
+    if is_cluster(client):
         found: set[Endpoint] = set()
         startup = getattr(getattr(client, "nodes_manager", None), "startup_nodes", None)
         if isinstance(startup, dict):
@@ -142,7 +152,7 @@ def _client_identity(client: Redis | RedisCluster) -> frozenset[Endpoint]:
                     found |= node_identity(host, port)
         return frozenset(found)
     pool = client.connection_pool
-    if isinstance(pool, SentinelConnectionPool):
+    if isinstance(pool, sentinel_pools()):
         # The master moves on failover: the service, as its Sentinels know it, is the server.
         return frozenset(
             ("sentinel", f"{pool.service_name}@{endpoint[1]}", endpoint[2])
@@ -159,7 +169,7 @@ def _client_identity(client: Redis | RedisCluster) -> frozenset[Endpoint]:
     return node_identity(host, int(port))
 
 
-def _sentinels(pool: SentinelConnectionPool) -> list[tuple[str, int]]:
+def _sentinels(pool: Any) -> list[tuple[str, int]]:
     found = []
     for sentinel in getattr(pool.sentinel_manager, "sentinels", ()):
         kwargs = sentinel.connection_pool.connection_kwargs
@@ -169,13 +179,13 @@ def _sentinels(pool: SentinelConnectionPool) -> list[tuple[str, int]]:
     return found
 
 
-def _client_name(client: Redis | RedisCluster) -> str:
-    if isinstance(client, RedisCluster):
+def _client_name(client: Any) -> str:
+    if is_cluster(client):
         nodes = client.get_nodes() or []
         first = nodes[0].name if nodes else "?"
         return f"cluster({first})#{id(client):x}"
     pool = client.connection_pool
-    if isinstance(pool, SentinelConnectionPool):
+    if isinstance(pool, sentinel_pools()):
         # Named by its service: the master's address changes with each failover.
         db = pool.connection_kwargs.get("db", 0)
         return f"sentinel:{pool.service_name}" + (f"/{db}" if db else "")
@@ -183,6 +193,6 @@ def _client_name(client: Redis | RedisCluster) -> str:
     if "path" in kwargs:
         where = f"unix://{kwargs['path']}"
     else:
-        scheme = "rediss" if issubclass(pool.connection_class, SSLConnection) else "redis"
+        scheme = "rediss" if issubclass(pool.connection_class, ssl_connections()) else "redis"
         where = f"{scheme}://{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
     return redact_url(f"{where}/{kwargs.get('db', 0)}") + f"#{id(client):x}"

@@ -8,11 +8,16 @@ errors are those of :mod:`redlock_async`. See docs/sync.md.
 
 from __future__ import annotations
 
+from .._exports import load
 from ._locks import Lock as Lock
 from ._locks import RWLock as RWLock
 from ._redlock import Redlock as Redlock
 
 __all__ = ["Lock", "RWLock", "Redlock"]
+
+# The errors raised here are redlock_async's: named as the package shows them
+# (which its first use of a public name sets up).
+load()
 
 # Show public objects as living here, not in private modules.
 for _name in __all__:

@@ -18,20 +18,24 @@ your async tests ``@pytest.mark.asyncio``, declare your async fixtures with
 ``@pytest_asyncio.fixture``) and in its auto mode; docs/testing.md shows both.
 Without redis-server on PATH, nodes run in Docker (the ``docker`` extra);
 with neither, the fixtures fail the test with a message saying what to install.
+
+This module loads into every pytest run wherever the package is installed:
+it imports nothing but pytest until a fixture is used (redis-py, the node
+and cluster helpers come with the first fixture).
 """
 
 from __future__ import annotations
 
 import contextlib
-import shutil
-import subprocess
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
-from ._cluster import RedisClusterNodes
-from ._nodes import RedisNode, RedisNodes
-from ._server import INSTALL_HINT, AclUser, find_redis_server
+if TYPE_CHECKING:
+    from ._cluster import RedisClusterNodes
+    from ._nodes import RedisNode, RedisNodes
+    from ._server import AclUser
 
 __all__ = [
     "AclUser",
@@ -45,7 +49,18 @@ __all__ = [
 DEFAULT_NODES = 3
 
 
+def __getattr__(name: str) -> object:
+    # The classes __all__ names, loaded on first use (see the module's docstring).
+    if name in ("AclUser", "RedisNode", "RedisNodes"):
+        from .. import testing
+
+        return getattr(testing, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _start(n: int, acl_user: AclUser | None = None) -> RedisNodes:
+    from ._nodes import RedisNodes
+
     try:
         return RedisNodes().start(n, acl_user=acl_user)
     except RuntimeError as exc:
@@ -57,6 +72,8 @@ def _start(n: int, acl_user: AclUser | None = None) -> RedisNodes:
 @pytest.fixture
 def redis_nodes(request: pytest.FixtureRequest) -> Iterator[RedisNodes]:
     """N throwaway nodes (``@pytest.mark.redis_nodes(N, acl_user=None)``, default 3)."""
+    from ._server import AclUser
+
     marker = request.node.get_closest_marker("redis_nodes")
     n = DEFAULT_NODES
     acl_user = None
@@ -94,6 +111,12 @@ def redis_nodes_factory() -> Iterator[Callable[..., RedisNodes]]:
 @pytest.fixture
 def redis_cluster() -> Iterator[RedisClusterNodes]:
     """A 3-master Redis Cluster formed from local redis-server processes."""
+    import shutil
+    import subprocess
+
+    from ._cluster import RedisClusterNodes
+    from ._server import INSTALL_HINT, find_redis_server
+
     if find_redis_server() is None or shutil.which("redis-cli") is None:
         pytest.fail(INSTALL_HINT + " (a cluster also needs redis-cli)", pytrace=False)
     cluster = RedisClusterNodes(3)

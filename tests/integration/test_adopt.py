@@ -126,11 +126,10 @@ async def test_tokens_of_other_kinds_are_not_plain_grants(
     assert await no_keys_left(redis_nodes)
 
 
+@pytest.mark.parametrize("driver", ["resp"])  # the child process uses URLs: one suffices
 async def test_adopt_in_a_separate_process(
     driver: str, redlock: Redlock, redis_nodes: RedisNodes
 ) -> None:
-    if driver != "resp":
-        pytest.skip("the child process uses URLs: one driver suffices")
     lock = redlock.lock("job", ttl=10.0, auto_extend=False)
     assert await lock.acquire()
     child = textwrap.dedent(

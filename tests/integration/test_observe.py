@@ -41,9 +41,8 @@ def total(report: dict[str, Any], metric: str) -> float:
     return float(sum(point["value"] for point in report["metrics"].get(metric, [])))
 
 
+@pytest.mark.parametrize("driver", ["resp"])  # the probe runs in its own process, over URLs
 async def test_metrics_and_spans_under_an_sdk(redis_nodes: RedisNodes, driver: str) -> None:
-    if driver != "resp":
-        pytest.skip("the probe runs in its own process, over URLs")
     dead = f"redis://:hunter2-secret@127.0.0.1:{free_port()}/0"
     report = await probe(redis_nodes, dead)
     assert total(report, "redlock.grants") == 2
@@ -99,12 +98,11 @@ HIDDEN = textwrap.dedent(
 )
 
 
+@pytest.mark.parametrize("driver", ["resp"])  # one driver suffices
 @pytest.mark.parametrize("mode", ["hidden", "off"])
 async def test_nothing_is_imported_without_the_extra_or_when_off(
     redis_nodes: RedisNodes, driver: str, mode: str
 ) -> None:
-    if driver != "resp":
-        pytest.skip("one driver suffices")
     result = await asyncio.to_thread(child, "-c", HIDDEN, redis_nodes[0].url, mode)
     assert result.returncode == 0, result.stderr
     off, imported = result.stdout.split()

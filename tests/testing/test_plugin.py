@@ -65,3 +65,20 @@ def test_the_auto_mode_file_fails_in_strict_mode(tmp_path: Path) -> None:
     assert code == 1, output
     # pytest's own words for an async fixture (or test) no plugin took.
     assert "requested an async fixture 'redlock', with no plugin" in output
+
+
+def test_loading_the_plugin_imports_nothing_heavy() -> None:
+    # pytest loads the plugin into every run wherever the package is installed:
+    # redis-py, the engine and the node helpers wait until a fixture is used.
+    check = """
+import sys
+import redlock_async.testing.plugin
+heavy = ("redis", "hiredis", "anyio", "valkey", "opentelemetry", "redlock_async._")
+loaded = sorted(name for name in sys.modules if name.startswith(heavy))
+loaded += sorted(name for name in sys.modules if name.startswith("redlock_async.testing._"))
+assert loaded == ["redlock_async._version"], loaded
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", check], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert result.returncode == 0, result.stderr

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,7 +28,7 @@ def test_readme_names_the_main_job_and_the_tests_near_the_top() -> None:
 def test_ci_runs_the_readme_test_command() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     # CI extracts the second sh block of README.md and runs it verbatim.
-    assert "blocks[1]" in ci
+    assert '"tests": (1, "second")' in ci
     assert 'bash -c "$test_command"' in ci
 
 
@@ -46,3 +48,39 @@ def test_every_lua_script_documents_its_contract() -> None:
                 script.name,
                 part,
             )
+
+
+def test_ci_runs_the_full_matrix_the_readme_shows() -> None:
+    commands = readme_commands()
+    assert len(commands) >= 4
+    assert "--matrix" not in commands[1]
+    assert commands[3].endswith("pytest --matrix=full")
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert '"matrix": (3, "fourth")' in ci
+    assert 'bash -c "$matrix_command"' in ci
+
+
+def collected(*args: str) -> list[str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    return [line for line in result.stdout.splitlines() if "::" in line]
+
+
+def test_the_default_matrix_runs_each_test_once_on_every_loop_and_driver_in_turn() -> None:
+    module = "tests/integration/test_lock.py"
+    full, default = collected(module, "--matrix=full"), collected(module)
+
+    def base(nodeid: str) -> str:  # the test without its loop and driver
+        return re.sub(r"\b(asyncio|uvloop|resp|redis-py)\b-?", "", nodeid)
+
+    assert {base(n) for n in default} == {base(n) for n in full}
+    assert len(default) == len({base(n) for n in default})  # each test once
+    assert len(full) > 3 * len(default)
+    for param in ("asyncio", "uvloop", "resp", "redis-py"):
+        assert any(re.search(rf"[\[-]{param}[\]-]", n) for n in default), param

@@ -1,29 +1,29 @@
 """How a redis-py exception becomes a :class:`NodeError` (the one translation point).
 
-The lean driver makes its errors itself; everything redis-py raises for a
-node - error replies, timeouts, broken or refused connections - is mapped
-here, so messages read the same whichever driver served the node.
+The lean driver makes its errors itself; everything redis-py (or valkey-py,
+its fork: same names, its own classes) raises for a node - error replies,
+timeouts, broken or refused connections - is mapped here, so messages read
+the same whichever driver served the node.
 """
 
 from __future__ import annotations
 
-import redis.exceptions
-
 from ..._errors import NodeConnectionError, NodeError, NodeResponseError, NodeTimeoutError
+from ._kinds import errors
 
 __all__ = ["never_sent", "translate"]
 
 
 # redis-py strips the error code from replies it maps to its own classes; put
 # it back, so messages read the same whichever driver served the node.
-_ERROR_CODES: tuple[tuple[type[Exception], str], ...] = (
-    (redis.exceptions.OutOfMemoryError, "OOM"),
-    (redis.exceptions.ReadOnlyError, "READONLY"),
-    (redis.exceptions.BusyLoadingError, "LOADING"),
-    (redis.exceptions.NoPermissionError, "NOPERM"),
-    (redis.exceptions.TryAgainError, "TRYAGAIN"),
-    (redis.exceptions.ClusterDownError, "CLUSTERDOWN"),
-    (redis.exceptions.MasterDownError, "MASTERDOWN"),
+_ERROR_CODES: tuple[tuple[str, str], ...] = (
+    ("OutOfMemoryError", "OOM"),
+    ("ReadOnlyError", "READONLY"),
+    ("BusyLoadingError", "LOADING"),
+    ("NoPermissionError", "NOPERM"),
+    ("TryAgainError", "TRYAGAIN"),
+    ("ClusterDownError", "CLUSTERDOWN"),
+    ("MasterDownError", "MASTERDOWN"),
 )
 
 
@@ -47,20 +47,20 @@ def translate(exc: BaseException, name: str) -> NodeError:
 def _translate(exc: BaseException, name: str) -> NodeError:
     text = str(exc) or type(exc).__name__
     for cls, code in _ERROR_CODES:
-        if isinstance(exc, cls):
+        if isinstance(exc, errors(cls)):
             return NodeResponseError(f"{code} {text}")
-    if isinstance(exc, redis.exceptions.TimeoutError | TimeoutError):
+    if isinstance(exc, (*errors("TimeoutError"), TimeoutError)):
         return NodeTimeoutError(f"{name}: {text}")
-    if isinstance(exc, redis.exceptions.ConnectionError | OSError):
+    if isinstance(exc, (*errors("ConnectionError"), OSError)):
         return NodeConnectionError(f"{name}: {text}")
     if isinstance(exc, RuntimeError) and "handler is closed" in text:
         # uvloop's word for writing to a connection that is gone.
         return NodeConnectionError(f"{name}: {text}")
-    if isinstance(exc, redis.exceptions.ResponseError):
+    if isinstance(exc, errors("ResponseError")):
         return NodeResponseError(text)
     return NodeError(f"{name}: {type(exc).__name__}: {text}")
 
 
 def never_sent(exc: BaseException) -> bool:
     """Did redis-py fail to connect, so the command was never written?"""
-    return isinstance(exc, redis.exceptions.ConnectionError) and _CONNECTING in str(exc)
+    return isinstance(exc, errors("ConnectionError")) and _CONNECTING in str(exc)

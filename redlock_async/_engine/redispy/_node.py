@@ -1,5 +1,8 @@
 """The redis-py driver: for clients users pass in, TLS URLs, and Redis Cluster.
 
+valkey-py's clients (``Valkey``, ``ValkeyCluster``) go through it too: the
+same API, their own classes (``_kinds.py``).
+
 Each command is a task; its outcome reaches the callback as a value. Pooled
 connections give no ordering between commands, so the quorum layer chains
 cleanup after in-flight commands itself (``ordered = False``). Exceptions are
@@ -12,7 +15,6 @@ import asyncio
 from collections import deque
 from collections.abc import Sequence
 
-import redis.exceptions
 from redis.asyncio import Redis, RedisCluster
 
 from ..._errors import NodeConnectionError, NodeResponseError
@@ -30,6 +32,7 @@ from .._node import (
 from .._restarts import Restarts
 from .._wake import Subscriber, WakeHub, WakeSource
 from ._errors import never_sent, translate
+from ._kinds import errors, is_cluster, is_plain
 from ._pubsub import RedisPySubscriber
 
 __all__ = ["RedisPyNode"]
@@ -41,7 +44,11 @@ _FIRST_WINDOW = 4
 
 
 class RedisPyNode:
-    """A node reached through a ``redis.asyncio.Redis`` or ``RedisCluster`` client."""
+    """A node reached through a ``redis.asyncio.Redis`` or ``RedisCluster`` client.
+
+    Or through valkey-py's ``Valkey`` or ``ValkeyCluster``: typed as redis-py's,
+    whose API they share; their classes are told apart through ``_kinds``.
+    """
 
     ordered = False
 
@@ -55,6 +62,8 @@ class RedisPyNode:
         restarts: Restarts,
     ) -> None:
         self._client = client
+        # valkey-py raises its own NOSCRIPT class: catch whichever this client's is.
+        self._noscript = errors("NoScriptError")
         self._name = name
         self._owned = owned
         # redis-py may wait forever on a blackholed socket when the caller's
@@ -79,9 +88,9 @@ class RedisPyNode:
         # Plain clients are asked for their run_id with each granting script
         # (see _run_watched); a cluster's INFO would answer for an arbitrary
         # shard, so not there.
-        self.restarts = restarts if isinstance(client, Redis) else None
+        self.restarts = restarts if is_plain(client) else None
         # A cluster refuses a script whose keys live in different slots.
-        self.cross_slot = not isinstance(client, RedisCluster)
+        self.cross_slot = not is_cluster(client)
 
     @property
     def name(self) -> str:
@@ -167,7 +176,7 @@ class RedisPyNode:
                 return await self._client.evalsha(
                     script.sha.decode(), len(keys), *keys, *command.args
                 )
-            except redis.exceptions.NoScriptError:
+            except self._noscript:
                 return await self._client.eval(
                     script.source.decode(), len(keys), *keys, *command.args
                 )
@@ -177,7 +186,7 @@ class RedisPyNode:
         keeps its one coroutine frame)."""
         try:
             return await self._client.evalsha(script.sha.decode(), len(keys), *keys, *args)
-        except redis.exceptions.NoScriptError:
+        except self._noscript:
             return await self._client.eval(script.source.decode(), len(keys), *keys, *args)
 
     async def _run_watched(self, command: Command) -> object:
@@ -198,13 +207,13 @@ class RedisPyNode:
         pipe.evalsha(SERVER_ID.sha.decode(), 0)
         pipe.evalsha(script.sha.decode(), len(keys), *keys, *command.args)
         server, result = await pipe.execute(raise_on_error=False)
-        if isinstance(result, redis.exceptions.NoScriptError):
+        if isinstance(result, self._noscript):
             # The script did not run: both again, in order, as EVAL.
             pipe = self._client.pipeline(transaction=False)
             pipe.eval(SERVER_ID.source.decode(), 0)
             pipe.eval(script.source.decode(), len(keys), *keys, *command.args)
             server, result = await pipe.execute(raise_on_error=False)
-        elif isinstance(server, redis.exceptions.NoScriptError):
+        elif isinstance(server, self._noscript):
             # The script ran but the server was not asked who it is: ask now.
             # A restart in between is seen as one and quarantines this vote.
             server = await self._client.eval(SERVER_ID.source.decode(), 0)
@@ -215,7 +224,7 @@ class RedisPyNode:
                 float(uptime),
                 asyncio.get_running_loop().time(),
             )
-        elif isinstance(server, redis.exceptions.ResponseError) and self.restarts is not None:
+        elif isinstance(server, errors("ResponseError")) and self.restarts is not None:
             # INFO refused inside server_id.lua (an ACL without +info): fail closed.
             self.restarts.unknown(server)
         if isinstance(result, Exception):

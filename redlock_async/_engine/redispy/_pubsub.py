@@ -1,6 +1,8 @@
 """Wake-ups through a redis-py client's own pub/sub (TLS, clients passed in, Cluster).
 
-Made by ``RedisPyNode.wake_source`` for the Redlock's ``WakeHub``.
+Made by ``RedisPyNode.wake_source`` for the Redlock's ``WakeHub``. valkey-py's
+clients, which have no sharded pub/sub of their own, get redis-py's API for
+it from ``_shards.py``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Any
 from redis.asyncio import Redis, RedisCluster
 
 from .._wake import WakeHub
+from ._kinds import is_cluster
+from ._shards import pubsub_of
 
 __all__ = ["RedisPySubscriber"]
 
@@ -71,9 +75,9 @@ class RedisPySubscriber:
     async def _subscribe(self, channel: bytes) -> None:
         try:
             if self.pubsub is None:
-                if isinstance(self.client, RedisCluster):
+                if is_cluster(self.client):
                     await self.client.initialize()  # the slot map routes the channel
-                self.pubsub = self.client.pubsub()
+                self.pubsub = pubsub_of(self.client)
             pubsub = self.pubsub
             await self._one_at_a_time(lambda: pubsub.ssubscribe(channel))
         except Exception as exc:  # the node is down or refuses: its waiters poll
@@ -94,7 +98,7 @@ class RedisPySubscriber:
 
     async def _read(self, pubsub: Any) -> None:
         try:
-            if isinstance(self.client, RedisCluster):
+            if is_cluster(self.client):
                 # A cluster's sharded messages arrive through their own reader.
                 while True:
                     message = await pubsub.get_sharded_message(
