@@ -19,6 +19,7 @@ from ._errors import NodeTimeoutError as NodeTimeoutError
 from ._errors import QuorumUnavailable as QuorumUnavailable
 from ._errors import RedlockError as RedlockError
 from ._errors import Votes as Votes
+from ._holderinfo import Holder as Holder
 from ._lock import Lock as Lock
 from ._multilock import MultiLock as MultiLock
 from ._redlock import Redlock as Redlock
@@ -30,6 +31,7 @@ from ._version import __version__ as __version__
 
 __all__ = [
     "ConfigurationError",
+    "Holder",
     "Lock",
     "LockBusy",
     "LockLost",

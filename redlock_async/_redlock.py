@@ -16,11 +16,13 @@ from ._config import RedlockConfig
 from ._engine import Engine, TtlLedger
 from ._engine._build import NodeSpec, default_node_timeout, make_node
 from ._errors import ConfigurationError
+from ._holderinfo import holder_tokens
 from ._lock import Holdings, Lock, LockKeywords, OnLost
 from ._multilock import MultiLock
 from ._rwlock import RWLock
 from ._semaphore import SemaphoreLock, semaphore
 from ._synchronized import synchronized
+from ._whoholds import Inspection
 
 __all__ = ["NodeSpec", "Redlock"]
 
@@ -30,7 +32,7 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-class Redlock(AsyncOnly):
+class Redlock(Inspection, AsyncOnly):
     """A quorum of independent Redis nodes, and the factory of locks over them.
 
     ``nodes`` are URLs (``redis://``, ``rediss://``, ``unix://``) or
@@ -53,7 +55,7 @@ class Redlock(AsyncOnly):
       nodes up for less than this many seconds;
     - ``telemetry`` [True]: with opentelemetry-api installed, report metrics
       and spans (docs/observability.md); ``telemetry_lock_names`` [False]:
-      also put lock names in metric attributes.
+      also put lock names in metric attributes; ``holder_info`` [True]: see :meth:`holder`.
 
     Raises ConfigurationError for bad arguments, and when two nodes are one
     Redis server (same resolved address and port, or same socket path after
@@ -81,6 +83,7 @@ class Redlock(AsyncOnly):
         quarantine_grace: float | None = None,
         telemetry: bool = True,
         telemetry_lock_names: bool = False,
+        holder_info: bool = True,
     ) -> None:
         if node_timeout is None:
             node_timeout = default_node_timeout(nodes)
@@ -94,6 +97,7 @@ class Redlock(AsyncOnly):
             quarantine_grace=quarantine_grace,
             telemetry=telemetry,
             telemetry_lock_names=telemetry_lock_names,
+            holder_info=holder_info,
         )
         if isinstance(nodes, str | bytes) or not isinstance(nodes, Sequence):
             raise ConfigurationError(
@@ -116,7 +120,7 @@ class Redlock(AsyncOnly):
                     )
             seen.update(dict.fromkeys(identity, node.name))
             built.append(node)
-        self._core = Engine(built, config, ttls=ttls)
+        self._core = Engine(built, config, ttls=ttls, token_factory=holder_tokens(config))
         self._holdings = Holdings(self._core)
         self._commands = CommandsCache(config.prefix)
         self._lock_options = OptionsCache(config.drift_factor)
