@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ._errors import QuorumUnavailable as QuorumUnavailable
     from ._errors import RedlockError as RedlockError
     from ._errors import Votes as Votes
+    from ._holderinfo import Holder as Holder
     from ._lock import Lock as Lock
     from ._multilock import MultiLock as MultiLock
     from ._redlock import Redlock as Redlock
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ConfigurationError",
+    "Holder",
     "Lock",
     "LockBusy",
     "LockLost",

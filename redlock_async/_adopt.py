@@ -31,6 +31,7 @@ from ._commands import ExclusiveCommands
 from ._engine import Command, Engine, Tally
 from ._errors import ConfigurationError, LockNotOwned, QuorumUnavailable
 from ._grant import Grant
+from ._holderinfo import TOKEN
 from ._lock import Lock
 from ._multilock import TOKEN_PREFIX
 from ._refusal import answers
@@ -39,12 +40,12 @@ from ._timing import validity
 
 __all__ = ["adopt", "locked", "verdict"]
 
-_TOKEN = re.compile(r"[0-9a-f]{40}")
-_MULTI = re.compile(re.escape(TOKEN_PREFIX.decode()) + _TOKEN.pattern)
+_MULTI = re.compile(re.escape(TOKEN_PREFIX.decode()) + TOKEN.pattern)
 
 
 def check_token(token: object) -> bytes:
-    """A plain lock's token as ``lock.token`` gives it (40 lowercase hex characters),
+    """A plain lock's token as ``lock.token`` gives it (40 lowercase hex characters,
+    then the taker's ``@HOST:PID:MS`` unless it was taken with ``holder_info=False``),
     as bytes; ConfigurationError for anything else, a multilock's token included."""
     if isinstance(token, str) and _MULTI.fullmatch(token):
         # Its names' keys are plain locks' keys: adopted as one name, a
@@ -56,14 +57,14 @@ def check_token(token: object) -> bytes:
             "where it was taken, or release it there and take the names anew "
             "with redlock.multilock(...) where they are needed"
         )
-    if not isinstance(token, str) or not _TOKEN.fullmatch(token):
-        if isinstance(token, str | bytes) and len(token) <= 60:
+    if not isinstance(token, str) or not TOKEN.fullmatch(token):
+        if isinstance(token, str | bytes) and len(token) <= 120:
             shown = repr(token)
         else:
             shown = f"an object of type {type(token).__name__}"
         raise ConfigurationError(
             f"token must be a lock's token as lock.token gives it (a str of 40 hex "
-            f"characters), not {shown}"
+            f"characters, then @HOST:PID:MS with holder info), not {shown}"
         )
     return token.encode("ascii")
 

@@ -114,6 +114,9 @@ class RedlockConfig:
     """Report metrics and spans when opentelemetry-api is installed. Default True."""
     telemetry_lock_names: bool = False
     """Put lock names in metric attributes too (one series per name). Default False."""
+    holder_info: bool = True
+    """Write the taker's host name, pid and grant time into every grant's token,
+    for ``Redlock.holder()`` and ``redlock-async status``. Default True."""
 
     def __post_init__(self) -> None:
         check_prefix(self.prefix)
@@ -136,7 +139,7 @@ class RedlockConfig:
             "quarantine_grace",
             check_seconds("quarantine_grace", self.quarantine_grace, allow_none=True),
         )
-        for flag in ("telemetry", "telemetry_lock_names"):
+        for flag in ("telemetry", "telemetry_lock_names", "holder_info"):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigurationError(f"{flag} must be a bool, not {getattr(self, flag)!r}")
         if not isinstance(self.wake_on_release, bool):

@@ -10,6 +10,7 @@ __all__ = ["HOMES", "load"]
 # Where each public name lives (``__init__.py`` imports the same for type checkers).
 HOMES: dict[str, str] = {
     "LockOptions": "_config",
+    "Holder": "_holderinfo",
     "RedlockConfig": "_config",
     "ConfigurationError": "_errors",
     "LockBusy": "_errors",

@@ -75,8 +75,9 @@ class LockState(AsyncOnly):
 
     @property
     def token(self) -> str | None:
-        """The current grant's token (40 hex characters; a multilock's: ``m:`` and
-        40 hex characters), None when not held.
+        """The current grant's token (40 random hex characters, then ``@HOST:PID:MS``
+        unless ``holder_info=False``; a multilock's starts with ``m:``), None when
+        not held.
 
         Another task or process holds the same grant with
         :meth:`Redlock.adopt` (``await redlock.adopt(lock.name, token, ttl=...)``);

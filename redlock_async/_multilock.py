@@ -20,13 +20,15 @@ in sorted order, each with the plain lock's script, the node's vote yes only
 if every name was taken, the ones taken undone otherwise (docs/multilock.md:
 N round trips on that node, and a part of the set visible there briefly).
 
-A multilock's token is ``m:`` and the engine's 40 hex characters
-(:data:`TOKEN_PREFIX`), on the nodes as in ``lock.token``. Its keys are the
+A multilock's token is ``m:`` and the engine's token (40 hex characters,
+then the holder info: ``_holderinfo.py``) (:data:`TOKEN_PREFIX`), on the
+nodes as in ``lock.token``. Its keys are the
 plain locks' keys, so without a mark ``adopt()`` would take the token as a
 plain lock of one name, whose release would free that name alone while the
 multilock still reported the whole set held; marked, it is refused before
-anything is sent (``_adopt.check_token``). Hex never contains ``m`` or
-``:``, so no plain token, of this version or an older one, carries the mark.
+anything is sent (``_adopt.check_token``). A plain token starts with hex,
+which never contains ``m`` or ``:``, so none, of this version or an older
+one, carries the mark.
 
 Not supported: ``fencing=True`` (one token for the set must be above every
 name's counter, and the write-back after disagreeing nodes would have to

@@ -16,11 +16,13 @@ from ._config import UNAVAILABLE_TIMEOUT, RedlockConfig
 from ._engine import Engine, TtlLedger
 from ._engine._build import NodeSpec, default_node_timeout, make_node
 from ._errors import ConfigurationError
+from ._holderinfo import holder_tokens
 from ._lock import REDLOCKS, Holdings, Lock, LockKeywords, OnLost, Unset
 from ._multilock import MultiLock
 from ._rwlock import RWLock
 from ._semaphore import SemaphoreLock, semaphore
 from ._synchronized import synchronized
+from ._whoholds import Inspection
 
 __all__ = ["NodeSpec", "Redlock"]
 
@@ -30,7 +32,7 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-class Redlock(AsyncOnly):
+class Redlock(Inspection, AsyncOnly):
     """A quorum of independent Redis nodes, and the factory of locks over them.
 
     ``nodes`` are URLs (``redis://``, ``rediss://``, ``unix://``) or
@@ -42,8 +44,7 @@ class Redlock(AsyncOnly):
     - ``node_timeout`` [None]: per-node, per-command timeout, seconds; None
       picks it per driver: 0.05 when every node is a ``redis://`` or
       ``unix://`` URL (the lean driver), 0.25 when any node goes through
-      redis-py (``rediss://`` URLs, client objects). ``config.node_timeout``
-      shows the value chosen;
+      redis-py (``rediss://`` URLs, client objects), see ``config.node_timeout``;
     - ``drift_factor`` [0.01]: clock drift allowance, ``ttl * drift_factor + 0.002``;
     - ``retry_delay`` [0.2], ``retry_jitter`` [0.2]: wait between attempts is
       ``retry_delay`` plus uniform random ``[0, retry_jitter)``;
@@ -51,12 +52,11 @@ class Redlock(AsyncOnly):
       it rides out a brief failover, a web handler wants less (docs/frameworks.md);
     - ``wake_on_release`` [True]: waiters subscribe to the lock's release
       announcements and retry at once, instead of only after the retry delay;
-    - ``quarantine_grace`` [None]: strict mode - besides nodes seen to restart
-      (always quarantined for the longest ttl granted here), also quarantine
-      nodes up for less than this many seconds;
+    - ``quarantine_grace`` [None]: strict mode, also quarantine nodes up for
+      less than this many seconds (restarts seen are always quarantined);
     - ``telemetry`` [True]: with opentelemetry-api installed, report metrics
       and spans (docs/observability.md); ``telemetry_lock_names`` [False]:
-      also put lock names in metric attributes.
+      also put lock names in metric attributes; ``holder_info`` [True]: see :meth:`holder`.
 
     Raises ConfigurationError for bad arguments, and when two nodes are one
     Redis server (same resolved address and port, or same socket path after
@@ -85,6 +85,7 @@ class Redlock(AsyncOnly):
         quarantine_grace: float | None = None,
         telemetry: bool = True,
         telemetry_lock_names: bool = False,
+        holder_info: bool = True,
     ) -> None:
         if node_timeout is None:
             node_timeout = default_node_timeout(nodes)
@@ -99,6 +100,7 @@ class Redlock(AsyncOnly):
             quarantine_grace=quarantine_grace,
             telemetry=telemetry,
             telemetry_lock_names=telemetry_lock_names,
+            holder_info=holder_info,
         )
         if isinstance(nodes, str | bytes) or not isinstance(nodes, Sequence):
             raise ConfigurationError(
@@ -121,7 +123,7 @@ class Redlock(AsyncOnly):
                     )
             seen.update(dict.fromkeys(identity, node.name))
             built.append(node)
-        self._core = Engine(built, config, ttls=ttls)
+        self._core = Engine(built, config, ttls=ttls, token_factory=holder_tokens(config))
         self._holdings = Holdings(self._core)
         self._commands = CommandsCache(config.prefix)
         self._lock_options = OptionsCache(config.drift_factor, config.unavailable_timeout)

@@ -17,6 +17,7 @@ __all__ = [
     "FAIR_ACQUIRE",
     "FAIR_LEAVE",
     "FENCE_RAISE",
+    "HOLDER",
     "LOCKED",
     "MULTI_ACQUIRE",
     "MULTI_EXTEND",
@@ -44,6 +45,7 @@ FAIR_ACQUIRE = Script.load("fair_acquire", grants=True, fences=True)
 FAIR_LEAVE = Script.load("fair_leave")
 FENCE_RAISE = Script.load("fence_raise")
 LOCKED = Script.load("locked")
+HOLDER = Script.load("holder")
 MULTI_ACQUIRE = Script.load("multi_acquire", grants=True)
 MULTI_RELEASE = Script.load("multi_release")
 MULTI_EXTEND = Script.load("multi_extend")
@@ -63,6 +65,7 @@ ALL_SCRIPTS: tuple[Script, ...] = (
     FAIR_LEAVE,
     FENCE_RAISE,
     LOCKED,
+    HOLDER,
     MULTI_ACQUIRE,
     MULTI_RELEASE,
     MULTI_EXTEND,

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
+import math
+import time
 from collections.abc import Sequence
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -19,8 +22,11 @@ from .._address import parse_url, redact_url
 from .._adopt import verdict
 from .._engine import quorum_of
 from .._engine._build import owned_client
+from .._holderinfo import Holder
 from .._keys import KeyLayout, check_name, check_prefix
 from .._scripts import STATUS
+from .._whoholds import NodeView
+from .._whoholds import judge as judge_holder
 from ._exit import EX_FREE, EX_HELD, EX_UNKNOWN
 from ._nodes import announce
 from ._output import print_table
@@ -54,6 +60,8 @@ def judge(rows: Sequence[dict[str, Any]], quorum: int) -> dict[str, Any]:
     nodes. Unknown: not held, but the nodes that did not answer could make a
     quorum with what the others show. Free: neither - leftovers of a failed
     attempt on too few nodes expire by themselves and do not stop a grant.
+    ``holder``: who took the grant (host, pid, since, ttl, kind, readers), as
+    ``Redlock.holder()`` reports it, from the same rows.
     """
     answered = [row for row in rows if row["error"] is None]
     silent = len(rows) - len(answered)
@@ -102,8 +110,8 @@ def judge(rows: Sequence[dict[str, Any]], quorum: int) -> dict[str, Any]:
         "readers": readers[quorum - 1] if len(readers) >= quorum else 0,
         # The exclusive lock's counter; a token it gave is the max over its quorum.
         "fencing_counter": max(fences) if fences else None,
-        # Grants record only their token (docs/keys.md): who holds it is not on the nodes.
-        "holder": None,
+        # Who took it is written in the grant's token (docs/keys.md).
+        "holder": _holder_json(judge_holder([_view(row) for row in rows], quorum)[1]),
         "quorum": quorum,
         "answered": len(answered),
         "nodes_total": len(rows),
@@ -112,7 +120,7 @@ def judge(rows: Sequence[dict[str, Any]], quorum: int) -> dict[str, Any]:
 
 _FIELDS = ("exclusive", "exclusive_ttl_ms", "writer", "writer_ttl_ms", "readers",
            "readers_ttl_ms", "writer_waiting", "fencing_counter", "rw_fencing_counter",
-           "queued")  # fmt: skip
+           "queued", "live_readers")  # fmt: skip
 
 
 async def _node_row(url: str, layout: KeyLayout, timeout: float) -> dict[str, Any]:
@@ -131,7 +139,7 @@ async def _node_row(url: str, layout: KeyLayout, timeout: float) -> dict[str, An
         async with asyncio.timeout(timeout * 2):
             reply = await client.eval(STATUS.source.decode(), len(keys), *keys)
         (token, ttl, wtoken, wttl, count, longest, waiting, fence, rwfence,
-         queued, rwqueued) = reply  # fmt: skip
+         queued, rwqueued, live) = reply  # fmt: skip
     except Exception as exc:
         row["error"] = _node_error(exc, url)
         return row
@@ -148,8 +156,35 @@ async def _node_row(url: str, layout: KeyLayout, timeout: float) -> dict[str, An
         fencing_counter=int(fence) if fence is not None else None,
         rw_fencing_counter=int(rwfence) if rwfence is not None else None,
         queued=int(queued) + int(rwqueued),
+        live_readers={_full(live[i]): int(live[i + 1]) for i in range(0, len(live) - 1, 2)},
     )
     return row
+
+
+def _view(row: dict[str, Any]) -> NodeView | None:
+    """A row as ``Redlock.holder()`` reads a node's answer; None for a node in error."""
+    if row["error"] is not None:
+        return None
+
+    def raw(token: str | None) -> bytes | None:
+        return None if token is None else token.encode()
+
+    return NodeView(
+        raw(row["exclusive"]),
+        row["exclusive_ttl_ms"] if row["exclusive"] is not None else -2,
+        raw(row["writer"]),
+        row["writer_ttl_ms"] if row["writer"] is not None else -2,
+        {token.encode(): ms for token, ms in (row.get("live_readers") or {}).items()},
+    )
+
+
+def _holder_json(holder: Holder | None) -> dict[str, Any] | None:
+    if holder is None:
+        return None
+    found = dataclasses.asdict(holder)
+    if math.isinf(holder.ttl):  # a key without expiry: JSON has no infinity
+        found["ttl"] = None
+    return found
 
 
 def _node_error(exc: BaseException, url: str) -> str:
@@ -204,10 +239,27 @@ def _print(name: str, rows: Sequence[dict[str, Any]], verdict: dict[str, Any]) -
             "-" if row["rw_fencing_counter"] is None else str(row["rw_fencing_counter"]),
             str(row["queued"]),
         ])  # fmt: skip
-    holder = verdict["token"]
-    summary = verdict["summary"] + (f" by {_short(holder)}" if holder else "")
+    summary = verdict["summary"] + _by(verdict["token"], verdict["holder"])
     title = f"lock {name!r}: {summary}; quorum {verdict['quorum']} of {len(rows)}"
     print_table(title, headers, table)
     for row in rows:
         if row["error"] is not None:
             print(f"{row['node']}: {row['error']}")
+
+
+def _by(token: str | None, holder: dict[str, Any] | None) -> str:
+    """`` by HOST, pid PID, since TIME (N s ago)``; the token when the grant has no holder info."""
+    if holder is None:
+        return f" by {_short(token)}" if token else ""
+    readers = holder["kind"] == "read"
+    by = f" by {holder['readers']} readers" if readers else f" by {_short(token)}"
+    if holder["host"] is None:
+        return by + " (no holder info)"
+    since = holder["since"]
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(since))
+    ago = max(0.0, time.time() - since)  # the holder's clock may run ahead of ours
+    who = f"{holder['host']}, pid {holder['pid']}, since {when} UTC ({ago:.1f}s ago)"
+    if readers:
+        return f"{by}, the longest-held {who}"
+    of = " (a multilock's name)" if holder["kind"] == "multilock" else ""
+    return f" by {who}{of}"

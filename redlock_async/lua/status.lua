@@ -11,7 +11,7 @@
 -- No ARGV.
 --
 -- Returns {token, token_ttl, writer, writer_ttl, readers, readers_ttl,
---          waiting, fence, rw_fence, queued, rw_queued}
+--          waiting, fence, rw_fence, queued, rw_queued, live}
 --   token        KEYS[1]'s token, or nil when it is free
 --   token_ttl    KEYS[1]'s PTTL in ms (-2: no such key)
 --   writer       KEYS[2]'s token, or nil
@@ -23,6 +23,8 @@
 --   rw_fence     KEYS[6]'s counter (a string), or nil
 --   queued       fair exclusive waiters in KEYS[7]
 --   rw_queued    fair read-write waiters in KEYS[8]
+--   live         the live readers, flat: {token1, ms_left1, token2, ...}
+--                (who took each is in its token: _holderinfo.py)
 --
 -- Reads only: expired readers are counted out, never removed. One script, so
 -- every field is from the same instant on this node.
@@ -33,6 +35,11 @@ local readers = #live / 2
 local readers_ttl = 0
 if readers > 0 then
     readers_ttl = tonumber(live[#live]) - now
+end
+local left = {}
+for i = 1, #live, 2 do
+    left[i] = live[i]
+    left[i + 1] = tonumber(live[i + 1]) - now
 end
 return {
     redis.call('GET', KEYS[1]),
@@ -46,4 +53,5 @@ return {
     redis.call('GET', KEYS[6]),
     redis.call('ZCARD', KEYS[7]),
     redis.call('ZCARD', KEYS[8]),
+    left,
 }

@@ -10,6 +10,7 @@ from typing import Any, Concatenate, ParamSpec, Self, TypeVar, Unpack
 
 from .._config import RedlockConfig
 from .._errors import ConfigurationError
+from .._holderinfo import Holder
 from .._redlock import NodeSpec
 from .._redlock import Redlock as AsyncRedlock
 from .._synchronized import name_builder
@@ -123,6 +124,13 @@ class Redlock:
         """Does a quorum of nodes hold a grant on ``name`` now (any holder)? Raises
         QuorumUnavailable when too few nodes answer to tell."""
         return self._wrapping.portal.call(self._redlock.locked, name)
+
+    def holder(self, name: str) -> Holder | None:
+        """Who holds ``name`` now, as a quorum of nodes sees it: a
+        :class:`redlock_async.Holder` (host, pid, grant time, ttl left, kind), or
+        None when it is free (see :meth:`redlock_async.Redlock.holder`). Raises
+        QuorumUnavailable when too few nodes answer to tell."""
+        return self._wrapping.portal.call(self._redlock.holder, name)
 
     def synchronized(
         self, name: str | Callable[..., str], **options: Unpack[SyncKeywords]

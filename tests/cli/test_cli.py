@@ -6,7 +6,9 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import sys
+import time
 from importlib import metadata
 from pathlib import Path
 
@@ -222,7 +224,13 @@ async def test_status_shows_the_holder_per_node(redis_nodes: RedisNodes) -> None
             assert report["token"] == token  # whole, for scripts
             assert 0 < report["ttl_ms"] <= 30_000
             assert report["fencing_counter"] == lock.fencing_token
-            assert report["holder"] is None  # grants record only their token
+            # Who took it, from the token (issue 26): this test's process.
+            holder = report["holder"]
+            assert (holder["host"], holder["pid"]) == (socket.gethostname(), os.getpid())
+            assert holder["since"] == int(token.rsplit(":", 1)[1]) / 1000
+            assert abs(holder["since"] - time.time()) < 60
+            assert 0 < holder["ttl"] <= 30.0
+            assert (holder["kind"], holder["readers"]) == ("exclusive", 0)
             assert (report["quorum"], report["answered"], report["nodes_total"]) == (2, 3, 3)
             for node, row in zip(redis_nodes, report["nodes"], strict=True):
                 assert row["node"] == node.url
@@ -236,6 +244,7 @@ async def test_status_shows_the_holder_per_node(redis_nodes: RedisNodes) -> None
             code, out, _ = await finish(await cli("status", *urls(redis_nodes), "job"))
             assert code == 0
             assert "held (exclusive)" in out
+            assert f"by {socket.gethostname()}, pid {os.getpid()}, since " in out
             assert token[:8] in out
             assert token not in out
         rw = redlock.rwlock("job")
@@ -245,8 +254,13 @@ async def test_status_shows_the_holder_per_node(redis_nodes: RedisNodes) -> None
             assert (code, report["state"], report["kind"]) == (0, "held", "read")
             assert report["readers"] == 2
             assert [row["readers"] for row in report["nodes"]] == [2, 2, 2]
+            assert [len(row["live_readers"]) for row in report["nodes"]] == [2, 2, 2]
+            holder = report["holder"]
+            assert (holder["kind"], holder["readers"], holder["pid"]) == ("read", 2, os.getpid())
+            code, out, _ = await finish(await cli("status", *urls(redis_nodes), "job"))
+            assert f"read-locked by 2 readers, the longest-held {socket.gethostname()}, " in out
     code, out, _ = await finish(await cli("status", *urls(redis_nodes), "job", "--json"))
-    assert (code, json.loads(out)["state"]) == (1, "free")
+    assert (code, json.loads(out)["state"], json.loads(out)["holder"]) == (1, "free", None)
     code, out, _ = await finish(await cli("status", *urls(redis_nodes), "job"))
     assert code == 1
     assert "lock 'job': free" in out

@@ -14,7 +14,7 @@ from redlock_async._cli import main
 from redlock_async._cli._args import VALUE_OPTIONS, parser, split_command
 from redlock_async._cli._exit import UsageError
 from redlock_async._cli._nodes import announce
-from redlock_async._cli._status import judge
+from redlock_async._cli._status import _by, judge
 
 
 @pytest.mark.parametrize(
@@ -99,7 +99,9 @@ def test_held_on_a_quorum() -> None:
     assert verdict["token"] == T  # whole
     assert verdict["ttl_ms"] == 800  # valid while a quorum keeps it
     assert verdict["fencing_counter"] == 9
-    assert verdict["holder"] is None  # grants record no holder
+    # A token without holder info (holder_info=False): held, by nobody named.
+    assert verdict["holder"] == {"host": None, "pid": None, "since": None, "ttl": 0.8,
+                                 "kind": "exclusive", "readers": 0}  # fmt: skip
     assert (verdict["answered"], verdict["nodes_total"]) == (2, 3)
 
 
@@ -108,6 +110,35 @@ def test_readers_and_writers_are_held_too() -> None:
     verdict = judge([row(1, readers=2, readers_ttl_ms=5), row(2, readers=1, readers_ttl_ms=9),
                      row(3)], 2)  # fmt: skip
     assert (verdict["state"], verdict["kind"], verdict["readers"]) == ("held", "read", 1)
+
+
+def test_the_holder_is_read_from_the_tokens() -> None:
+    named = T + "@web-1:42:1700000000500"
+    rows = [row(1, exclusive=named, exclusive_ttl_ms=900),
+            row(2, exclusive=named, exclusive_ttl_ms=800), down(3)]  # fmt: skip
+    verdict = judge(rows, 2)
+    assert verdict["holder"] == {"host": "web-1", "pid": 42, "since": 1700000000.5,
+                                 "ttl": 0.8, "kind": "exclusive", "readers": 0}  # fmt: skip
+    readers = {named: 700, "b" * 40 + "@web-2:7:1700000000900": 9_000}
+    rows = [row(n, readers=2, readers_ttl_ms=9_000, live_readers=readers) for n in (1, 2, 3)]
+    verdict = judge(rows, 2)
+    assert verdict["kind"] == "read"
+    assert verdict["holder"] == {"host": "web-1", "pid": 42, "since": 1700000000.5,
+                                 "ttl": 0.7, "kind": "read", "readers": 2}  # fmt: skip
+    assert judge([row(1), row(2), row(3)], 2)["holder"] is None
+
+
+def test_the_verdict_line_names_the_holder() -> None:
+    holder = {"host": "web-1", "pid": 42, "since": 1700000000.5, "ttl": 0.8,
+              "kind": "exclusive", "readers": 0}  # fmt: skip
+    named = T + "@web-1:42:1700000000500"
+    assert _by(named, holder).startswith(" by web-1, pid 42, since 2023-11-14 22:13:20 UTC (")
+    assert _by(named, {**holder, "kind": "multilock"}).endswith("ago) (a multilock's name)")
+    readers = _by(None, {**holder, "kind": "read", "readers": 3})
+    assert readers.startswith(" by 3 readers, the longest-held web-1, pid 42, since ")
+    bare = {**holder, "host": None, "pid": None, "since": None}
+    assert _by(T, bare) == f" by {T[:8]}… (no holder info)"
+    assert _by(None, None) == ""
 
 
 def test_free_when_no_holder_can_have_a_quorum() -> None:

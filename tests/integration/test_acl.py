@@ -103,6 +103,9 @@ async def test_the_documented_least_privilege_user_runs_every_path(
         reader = rw.read(ttl=5.0)
         assert await reader.acquire()
         await reader.extend()
+        who = await redlock.holder("report")  # holder.lua
+        assert who is not None
+        assert who.kind == "read"
         writer = rw.write(ttl=5.0, auto_extend=False, fencing=True)
         # From another task (this one reads): readers in, so the marker is set.
         assert not await asyncio.ensure_future(writer.acquire(blocking=False))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
 from redis.asyncio import RedisCluster
@@ -27,8 +28,12 @@ async def test_cluster_as_a_node(redis_cluster: RedisClusterNodes) -> None:
             await lock.extend()
             key = lock_key("redlock:", name)
             assert await cluster.get(key) is not None
+            who = await redlock.holder(name)  # holder.lua: three keys of one slot
+            assert who is not None
+            assert who.pid == os.getpid()
             await lock.release()
             assert await cluster.get(key) is None
+            assert await redlock.holder(name) is None
         await redlock.aclose()
     finally:
         await cluster.aclose()

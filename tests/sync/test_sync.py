@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -67,9 +68,13 @@ def test_lock_acquire_extend_release(redis_nodes: RedisNodes) -> None:
         assert lock.options.fencing
         assert isinstance(lock.fencing_token, int)
         assert lock.token is not None
-        assert len(lock.token) == 40
+        assert len(lock.token) > 40  # 40 random hex characters, then @HOST:PID:MS
         assert 0 < lock.valid_for <= 5.0
         assert redlock.locked("orders:1")
+        who = redlock.holder("orders:1")
+        assert who is not None
+        assert (who.pid, who.kind) == (os.getpid(), "exclusive")
+        assert 0 < who.ttl <= 5.0
         lock.extend(ttl=8.0)
         assert lock.ttl == 8.0
         other = redlock.lock("orders:1")
@@ -78,6 +83,7 @@ def test_lock_acquire_extend_release(redis_nodes: RedisNodes) -> None:
         lock.release()
         assert not lock.held
         assert not redlock.locked("orders:1")
+        assert redlock.holder("orders:1") is None
         with pytest.raises(LockNotOwned):
             lock.release()
         assert repr(lock).startswith("<sync.Lock 'orders:1'")
@@ -296,6 +302,8 @@ def test_closed_redlock_refuses(redis_nodes: RedisNodes) -> None:
         redlock.lock("x")
     with pytest.raises(RedlockError, match="closed"):
         redlock.locked("x")
+    with pytest.raises(RedlockError, match="closed"):
+        redlock.holder("x")
 
 
 def test_closing_a_redlock_never_used_starts_no_lasting_thread(redis_nodes: RedisNodes) -> None:

@@ -8,6 +8,7 @@ import redlock_async
 def test_export_list_is_pinned() -> None:
     assert set(redlock_async.__all__) == {
         "ConfigurationError",
+        "Holder",
         "Lock",
         "LockBusy",
         "LockLost",
