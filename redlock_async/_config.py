@@ -103,7 +103,7 @@ class RedlockConfig:
     """Base wait between acquire attempts, seconds. Default 0.2."""
     retry_jitter: float = 0.2
     """Extra uniform random wait in [0, retry_jitter), seconds. Default 0.2."""
-    unavailable_timeout: float | None = UNAVAILABLE_TIMEOUT
+    unavailable_timeout: float | None = 10.0  # UNAVAILABLE_TIMEOUT, spelled out for the docs
     """Every lock's default ``unavailable_timeout`` (see :class:`LockOptions`),
     seconds; None: no limit but each lock's ``timeout``. Default 10.0."""
     wake_on_release: bool = True
@@ -176,7 +176,7 @@ class LockOptions:
     # Redlock.lock() states the precise type, Callable[[Lock], object].
     on_lost: Callable[..., object] | None = field(default=None, repr=False)
     """Called once with the lock when a held grant is lost. Default None."""
-    unavailable_timeout: float | None = UNAVAILABLE_TIMEOUT
+    unavailable_timeout: float | None = 10.0  # UNAVAILABLE_TIMEOUT, spelled out for the docs
     """How long ``acquire()`` keeps trying while no quorum answers, seconds:
     counted from the first attempt of an unbroken run of attempts that too few
     nodes answered (yes or no) to decide; any attempt a quorum answered, even

@@ -12,7 +12,7 @@ from ._adopt import adopt, locked
 from ._asynconly import AsyncOnly
 from ._caches import CommandsCache, OptionsCache
 from ._closing import close
-from ._config import UNAVAILABLE_TIMEOUT, RedlockConfig
+from ._config import RedlockConfig
 from ._engine import Engine, TtlLedger
 from ._engine._build import NodeSpec, default_node_timeout, make_node
 from ._errors import ConfigurationError
@@ -80,7 +80,7 @@ class Redlock(Inspection, AsyncOnly):
         drift_factor: float = 0.01,
         retry_delay: float = 0.2,
         retry_jitter: float = 0.2,
-        unavailable_timeout: float | None = UNAVAILABLE_TIMEOUT,
+        unavailable_timeout: float | None = 10.0,  # UNAVAILABLE_TIMEOUT
         wake_on_release: bool = True,
         quarantine_grace: float | None = None,
         telemetry: bool = True,

@@ -363,3 +363,17 @@ def test_a_bad_unavailable_timeout_is_refused_naming_it(bad: object) -> None:
     for call in calls:
         with pytest.raises(ConfigurationError, match="unavailable_timeout"):
             call()
+
+
+def test_the_spelled_out_defaults_are_the_constant() -> None:
+    # The signatures spell 10.0 out (the API reference shows it); the
+    # constant is what the docs name: they must not drift apart.
+    import inspect
+
+    from redlock_async import Redlock, RedlockConfig
+    from redlock_async._config import UNAVAILABLE_TIMEOUT, LockOptions
+
+    assert RedlockConfig().unavailable_timeout == UNAVAILABLE_TIMEOUT
+    assert LockOptions().unavailable_timeout == UNAVAILABLE_TIMEOUT
+    default = inspect.signature(Redlock).parameters["unavailable_timeout"].default
+    assert default == UNAVAILABLE_TIMEOUT
