@@ -14,7 +14,7 @@ import pytest
 from redlock_async import QuorumUnavailable, Redlock
 from redlock_async.testing import RedisNodes
 
-from ..conftest import lock_keys
+from ..conftest import eventually, lock_keys, no_keys_left
 
 
 async def test_a_password_for_a_server_without_one_works_with_a_warning(
@@ -22,8 +22,9 @@ async def test_a_password_for_a_server_without_one_works_with_a_warning(
 ) -> None:
     urls = [f"redis://:not-needed-pw@127.0.0.1:{node.port}/0" for node in redis_nodes]
     async with Redlock(urls) as redlock, redlock.lock("job"):
-        assert lock_keys(redis_nodes) == [[b"redlock:{job}"]] * 3
-    assert lock_keys(redis_nodes) == [[]] * 3
+        # Granted once two of three said yes: the third write may land later.
+        assert await eventually(lambda: lock_keys(redis_nodes) == [[b"redlock:{job}"]] * 3)
+    assert await no_keys_left(redis_nodes)
     warnings = [r.getMessage() for r in caplog.records if "has no password" in r.getMessage()]
     assert warnings
     assert not any("not-needed-pw" in message for message in warnings)
