@@ -90,7 +90,10 @@ async def test_no_timeout_with_every_node_down_returns_after_unavailable_timeout
 async def test_a_busy_lock_waits_its_whole_timeout(
     make_redlock: MakeRedlock, redis_nodes: RedisNodes
 ) -> None:
-    holder, other = make_redlock(), make_redlock()
+    # A generous node_timeout for the waiter: on a loaded machine (CI runs
+    # tests beside each other) a busy node's answer may take longer than the
+    # 0.25 s default through redis-py, and would then read as "down".
+    holder, other = make_redlock(), make_redlock(node_timeout=2.0)
     async with holder.lock("job"):
         lock = other.lock("job", timeout=BUSY_TIMEOUT, unavailable_timeout=BUSY_UNAVAILABLE)
         ok, waited = await timed(lock)
@@ -104,7 +107,10 @@ async def test_a_busy_lock_waits_its_whole_timeout(
 async def test_a_minority_down_is_not_an_outage(
     make_redlock: MakeRedlock, redis_nodes: RedisNodes
 ) -> None:
-    holder, other = make_redlock(), make_redlock()
+    # A generous node_timeout for the waiter: on a loaded machine (CI runs
+    # tests beside each other) a busy node's answer may take longer than the
+    # 0.25 s default through redis-py, and would then read as "down".
+    holder, other = make_redlock(), make_redlock(node_timeout=2.0)
     async with holder.lock("job"):
         redis_nodes[0].refuse()
         lock = other.lock("job", timeout=BUSY_TIMEOUT, unavailable_timeout=BUSY_UNAVAILABLE)

@@ -486,5 +486,7 @@ async def test_freed_semaphore_slots_reach_every_waiter_of_a_process_at_once(
     await asyncio.gather(*(lock.release() for lock in held))
     await asyncio.wait_for(asyncio.gather(*tasks), 30.0)
     # Broken: 3.5 s at least (seven retry delays). Fixed: milliseconds; the
-    # margin is for a loaded machine.
-    assert max(granted) - released < 2 * retry, [round(t - released, 3) for t in granted]
+    # margin is for a loaded machine, where an attempt may meet a split vote
+    # while releases are still landing and wait one retry delay (1.58 s seen
+    # once in CI): still well apart from the broken 3.5 s.
+    assert max(granted) - released < 4 * retry, [round(t - released, 3) for t in granted]
