@@ -38,6 +38,27 @@ async def timed(lock: Lock, **call: float | None) -> tuple[bool, float]:
     return ok, time.monotonic() - start
 
 
+def holder_and_waiter(make_redlock: MakeRedlock) -> tuple[Redlock, Redlock]:
+    """Two Redlocks on the same nodes: one holds, the other waits.
+
+    A generous node_timeout for the waiter: on a loaded machine (CI runs
+    tests beside each other) a busy node's answer may take longer than the
+    0.25 s default through redis-py, and would then read as "down".
+    """
+    return make_redlock(), make_redlock(node_timeout=2.0)
+
+
+async def waits_as_busy(other: Redlock) -> None:
+    """A held name: ``other`` waits its whole timeout, then reports it busy."""
+    lock = other.lock("job", timeout=BUSY_TIMEOUT, unavailable_timeout=BUSY_UNAVAILABLE)
+    ok, waited = await timed(lock)
+    assert not ok
+    assert waited >= BUSY_TIMEOUT - 0.01, waited
+    with pytest.raises(LockBusy):
+        async with other.lock("job", timeout=0.5, unavailable_timeout=BUSY_UNAVAILABLE):
+            pytest.fail("entered the body without the lock")
+
+
 def refuse_all(redis_nodes: RedisNodes) -> None:
     for node in redis_nodes:
         node.refuse()
@@ -90,36 +111,18 @@ async def test_no_timeout_with_every_node_down_returns_after_unavailable_timeout
 async def test_a_busy_lock_waits_its_whole_timeout(
     make_redlock: MakeRedlock, redis_nodes: RedisNodes
 ) -> None:
-    # A generous node_timeout for the waiter: on a loaded machine (CI runs
-    # tests beside each other) a busy node's answer may take longer than the
-    # 0.25 s default through redis-py, and would then read as "down".
-    holder, other = make_redlock(), make_redlock(node_timeout=2.0)
+    holder, other = holder_and_waiter(make_redlock)
     async with holder.lock("job"):
-        lock = other.lock("job", timeout=BUSY_TIMEOUT, unavailable_timeout=BUSY_UNAVAILABLE)
-        ok, waited = await timed(lock)
-        assert not ok
-        assert waited >= BUSY_TIMEOUT - 0.01, waited
-        with pytest.raises(LockBusy):
-            async with other.lock("job", timeout=0.5, unavailable_timeout=BUSY_UNAVAILABLE):
-                pytest.fail("entered the body without the lock")
+        await waits_as_busy(other)
 
 
 async def test_a_minority_down_is_not_an_outage(
     make_redlock: MakeRedlock, redis_nodes: RedisNodes
 ) -> None:
-    # A generous node_timeout for the waiter: on a loaded machine (CI runs
-    # tests beside each other) a busy node's answer may take longer than the
-    # 0.25 s default through redis-py, and would then read as "down".
-    holder, other = make_redlock(), make_redlock(node_timeout=2.0)
+    holder, other = holder_and_waiter(make_redlock)
     async with holder.lock("job"):
         redis_nodes[0].refuse()
-        lock = other.lock("job", timeout=BUSY_TIMEOUT, unavailable_timeout=BUSY_UNAVAILABLE)
-        ok, waited = await timed(lock)
-        assert not ok
-        assert waited >= BUSY_TIMEOUT - 0.01, waited
-        with pytest.raises(LockBusy):
-            async with other.lock("job", timeout=0.5, unavailable_timeout=BUSY_UNAVAILABLE):
-                pytest.fail("entered the body without the lock")
+        await waits_as_busy(other)
     # Free, with the minority still down: granted.
     ok, _ = await timed(other.lock("job", timeout=TIMEOUT))
     assert ok
