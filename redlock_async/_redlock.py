@@ -14,7 +14,8 @@ from ._caches import CommandsCache, OptionsCache
 from ._closing import close
 from ._config import RedlockConfig
 from ._engine import Engine, TtlLedger
-from ._engine._build import NodeSpec, default_node_timeout, make_node
+from ._engine._build import NodeSpec, default_node_timeout, make_node, same_cluster
+from ._engine.redispy._kinds import is_cluster
 from ._errors import ConfigurationError
 from ._holderinfo import holder_tokens
 from ._lock import REDLOCKS, Holdings, Lock, LockKeywords, OnLost, Unset
@@ -111,6 +112,7 @@ class Redlock(Inspection, AsyncOnly):
         ttls = TtlLedger()
         built = []
         seen: dict[Endpoint, str] = {}
+        clusters: list[tuple[str, object]] = []
         for spec in nodes:
             node, identity = make_node(spec, config, ttls)
             for endpoint in identity:
@@ -123,7 +125,14 @@ class Redlock(Inspection, AsyncOnly):
                     )
             seen.update(dict.fromkeys(identity, node.name))
             built.append(node)
+            if is_cluster(spec):
+                clusters.append((node.name, spec))
         self._core = Engine(built, config, ttls=ttls, token_factory=holder_tokens(config))
+        # Two cluster clients given different startup nodes of one cluster are
+        # told apart only once both have connected: checked again then.
+        self._clusters: list[tuple[str, object]] | None = (
+            clusters if len(clusters) > 1 and not same_cluster(clusters) else None
+        )
         self._holdings = Holdings(self._core)
         self._commands = CommandsCache(config.prefix)
         self._lock_options = OptionsCache(config.drift_factor, config.unavailable_timeout)
@@ -182,6 +191,8 @@ class Redlock(Inspection, AsyncOnly):
         core = self._core
         if core.closed:
             core.check_open()
+        if self._clusters is not None:
+            self._check_clusters()
         # Positional: a call with ten keywords costs more than the lookup.
         options = self._lock_options(
             ttl, auto_extend, timeout, fencing, cancel_on_lost, fair, on_lost, max_attempts,
@@ -236,6 +247,8 @@ class Redlock(Inspection, AsyncOnly):
         stream of readers cannot starve it. Read-to-write upgrade is refused.
         """
         self._core.check_open()
+        if self._clusters is not None:
+            self._check_clusters()
         self._lock_options(**defaults)  # bad defaults fail here, not at read()/write()
         keys = self._commands(name).keys
         return RWLock(self._core, self._holdings, name, keys, self._lock_options, defaults)
@@ -246,6 +259,8 @@ class Redlock(Inspection, AsyncOnly):
         Keywords as :meth:`lock`. Raises ConfigurationError for no names, a
         bad name, ``fencing=True`` or ``fair=True`` (docs/multilock.md)."""
         self._core.check_open()
+        if self._clusters is not None:
+            self._check_clusters()
         options = self._lock_options(**keywords)
         return MultiLock(self._core, self._holdings, names, options, self.config.prefix)
 
@@ -255,8 +270,16 @@ class Redlock(Inspection, AsyncOnly):
         and ``fair=True`` raise ConfigurationError, as do a bad name or limit."""
         core = self._core
         core.check_open()
+        if self._clusters is not None:
+            self._check_clusters()
         keys = self._commands(name).keys
         return semaphore(core, self._holdings, name, keys, limit, self._lock_options(**options))
+
+    def _check_clusters(self) -> None:
+        """Refuse two cluster clients of one cluster, once they have connected."""
+        clusters = self._clusters
+        if clusters is not None and same_cluster(clusters):  # raises if they overlap
+            self._clusters = None
 
     async def aclose(self) -> None:
         """Release every lock still held, then close the connections this Redlock opened.

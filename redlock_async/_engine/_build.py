@@ -144,12 +144,8 @@ def _client_identity(client: Any) -> frozenset[Endpoint]:
     """The server(s) behind a client; empty (unknown) when they cannot be told cheaply."""
     if is_cluster(client):
         found: set[Endpoint] = set()
-        startup = getattr(getattr(client, "nodes_manager", None), "startup_nodes", None)
-        if isinstance(startup, dict):
-            for one in startup.values():
-                host, port = getattr(one, "host", None), getattr(one, "port", None)
-                if isinstance(host, str) and isinstance(port, int):
-                    found |= node_identity(host, port)
+        for host, port in _cluster_addresses(client):
+            found |= node_identity(host, port)
         return frozenset(found)
     pool = client.connection_pool
     if isinstance(pool, sentinel_pools()):
@@ -169,6 +165,49 @@ def _client_identity(client: Any) -> frozenset[Endpoint]:
     return node_identity(host, int(port))
 
 
+def same_cluster(clusters: Sequence[tuple[str, object]]) -> bool:
+    """Whether the cluster clients can all be told apart yet (all connected).
+
+    Raises ConfigurationError when two of them reach one cluster: one shard
+    would then cast two votes. Before a client has connected only its startup
+    nodes are known, which other clients of its cluster may not share."""
+    seen: dict[Endpoint, str] = {}
+    known = True
+    for name, client in clusters:
+        manager = getattr(client, "nodes_manager", None)
+        if not getattr(manager, "nodes_cache", None):
+            known = False
+        for host, port in _cluster_addresses(client):
+            for endpoint in node_identity(host, port):
+                other = seen.get(endpoint)
+                if other is not None and other != name:
+                    raise ConfigurationError(
+                        f"nodes lists the same Redis Cluster twice: {other!r} and {name!r} "
+                        "(both reach its node "
+                        f"{host}:{port}): one cluster would cast several votes"
+                    )
+                seen[endpoint] = name
+    return known
+
+
+def _cluster_addresses(client: Any, *, startup: bool = False) -> list[tuple[str, int]]:
+    """A cluster client's startup nodes, then (unless ``startup``) every node it
+    has learned of if it has connected: two clients of one cluster given
+    different startup nodes are then told apart only after one connected."""
+    manager = getattr(client, "nodes_manager", None)
+    found: dict[tuple[str, int], None] = {}
+    sources = ["startup_nodes"] if startup else ["startup_nodes", "nodes_cache"]
+    for source in sources:
+        nodes = getattr(manager, source, None)
+        if not isinstance(nodes, dict):
+            continue
+        for one in nodes.values():
+            host, port = getattr(one, "host", None), getattr(one, "port", None)
+            if isinstance(host, str) and isinstance(port, int):
+                found[host, port] = None
+    return list(found)
+
+
 def _sentinels(pool: Any) -> list[tuple[str, int]]:
     found = []
     for sentinel in getattr(pool.sentinel_manager, "sentinels", ()):
@@ -181,9 +220,11 @@ def _sentinels(pool: Any) -> list[tuple[str, int]]:
 
 def _client_name(client: Any) -> str:
     if is_cluster(client):
-        nodes = client.get_nodes() or []
-        first = nodes[0].name if nodes else "?"
-        return f"cluster({first})#{id(client):x}"
+        # Named by the addresses it was given (host:port carry no secret),
+        # known from construction on; get_nodes() is empty until it connects.
+        addresses = [f"{host}:{port}" for host, port in _cluster_addresses(client, startup=True)]
+        shown = ",".join(addresses[:3]) + (f",+{len(addresses) - 3}" if len(addresses) > 3 else "")
+        return f"cluster({shown or '?'})#{id(client):x}"
     pool = client.connection_pool
     if isinstance(pool, sentinel_pools()):
         # Named by its service: the master's address changes with each failover.

@@ -103,6 +103,9 @@ class Engine:
         # Metrics and spans when opentelemetry-api is installed (None: off).
         self.telemetry = telemetry(config.telemetry, config.telemetry_lock_names)
         self._quorum.on_error = self._node_failed
+        # Also told of every node failure, granted attempts' included: the
+        # CLI's bench counts them by type (failure path only, never the hot one).
+        self.error_listeners: list[Callable[[str, NodeError], None]] = []
         # Bounds the acquire attempts on the wire; the rest wait their turn.
         self._limit = min((node.concurrency for node in self.nodes), default=LIMIT)
         self.admission = Admission(self._limit)
@@ -119,6 +122,8 @@ class Engine:
         warn(NODE, "failed", name, message, node=name, outcome=type(error).__name__)
         if self.telemetry is not None:
             self.telemetry.node_error(name, error)
+        for listener in self.error_listeners:
+            listener(name, error)
 
     def check_open(self) -> None:
         if self.closing:  # set by close() too

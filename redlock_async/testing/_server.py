@@ -17,6 +17,8 @@ from pathlib import Path
 from types import TracebackType
 from urllib.parse import quote
 
+from ._watchdog import WATCHDOG
+
 __all__ = ["INSTALL_HINT", "AclUser", "RedisServer", "find_redis_server", "free_port", "ping"]
 
 INSTALL_HINT = (
@@ -191,6 +193,9 @@ class RedisServer:
         self._proc = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
         )
+        # If this process ends without stop() (os._exit, SIGKILL, SIGTERM),
+        # the watchdog kills the server and removes its directory.
+        WATCHDOG.watch(self._proc.pid, self.dir)
 
     def _listen_args(self) -> list[str]:
         """Where it listens: ``--port``. A TLS server (``testing._tls``) listens elsewhere."""
@@ -292,6 +297,7 @@ class RedisServer:
                     proc.wait(timeout=10)
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
+            WATCHDOG.forget(self.dir)
             self.dir = None
 
     def _send(self, command: bytes) -> None:

@@ -301,6 +301,27 @@ async def test_bench_reports_its_figures(redis_nodes: RedisNodes) -> None:
     assert all(not node.client().keys(b"redlock:*") for node in redis_nodes)
 
 
+async def test_bench_counts_a_dead_nodes_failed_votes(redis_nodes: RedisNodes) -> None:
+    """Every attempt is granted by the other two: the dead node's votes still count as errors."""
+    redis_nodes[2].kill()
+    code, out, _ = await finish(
+        await cli("bench", *urls(redis_nodes), "--node-timeout", "1", "--duration", "0.5",
+                  "--concurrency", "2", "--json")
+    )  # fmt: skip
+    assert code == 0
+    report = json.loads(out)
+    assert report["grants"] > 0
+    assert report["refused"] == 0
+    errors = report["node_errors"]
+    assert set(errors) == {"NodeConnectionError"}, errors
+    # One failed vote per attempt at least (releases fail there too).
+    assert errors["NodeConnectionError"] >= report["grants"]
+    code, out, _ = await finish(await cli("bench", *urls(redis_nodes), "--duration", "0.3"))
+    assert code == 0
+    assert "NodeConnectionError: " in out
+    assert "none" not in out.split("node_errors", 1)[1]
+
+
 async def test_demo_runs_and_cleans_up() -> None:
     code, out, err = await finish(
         await cli("demo", "--nodes", "3", "--workers", "4", "--increments", "10")

@@ -7,9 +7,10 @@ import os
 
 import pytest
 from redis.asyncio import RedisCluster
+from redis.asyncio.cluster import ClusterNode
 from redis.crc import key_slot
 
-from redlock_async import Redlock
+from redlock_async import ConfigurationError, Redlock
 from redlock_async._keys import KeyLayout, lock_key
 from redlock_async.testing import RedisClusterNodes, RedisNodes
 
@@ -78,3 +79,42 @@ async def test_cluster_waiters_are_woken(redis_cluster: RedisClusterNodes) -> No
             assert await asyncio.wait_for(waiter, 20.0)
     finally:
         await cluster.aclose()
+
+
+async def test_a_cluster_node_is_named_by_its_startup_addresses(
+    redis_cluster: RedisClusterNodes,
+) -> None:
+    (host, port), (host2, port2) = redis_cluster.startup_nodes[:2]
+    cluster = RedisCluster(startup_nodes=[ClusterNode(host, port), ClusterNode(host2, port2)])
+    try:
+        redlock = Redlock([cluster])
+        # From construction on, before it ever connected.
+        (name,) = redlock.nodes
+        assert name.startswith(f"cluster({host}:{port},{host2}:{port2})#"), name
+        assert "?" not in repr(redlock)
+        await redlock.aclose()
+    finally:
+        await cluster.aclose()
+
+
+async def test_two_clients_of_one_cluster_are_refused(redis_cluster: RedisClusterNodes) -> None:
+    (host, port), (host2, port2) = redis_cluster.startup_nodes[:2]
+    one, other = RedisCluster(host=host, port=port), RedisCluster(host=host2, port=port2)
+    try:
+        # Not yet connected: their startup nodes differ, nothing tells them apart...
+        redlock = Redlock([one, other])
+        lock = redlock.lock("job", ttl=5.0, auto_extend=False)
+        assert await lock.acquire()  # (a shard's second yes to one token is no harm)
+        await lock.release()
+        # ...until both have connected: the next lock is refused, naming both.
+        with pytest.raises(ConfigurationError, match="same Redis Cluster twice") as refused:
+            redlock.lock("job")
+        assert f"cluster({host}:{port})#" in str(refused.value)
+        assert f"cluster({host2}:{port2})#" in str(refused.value)
+        await redlock.aclose()
+        # Connected clients are refused at construction, like two URLs of one server.
+        with pytest.raises(ConfigurationError, match="same Redis Cluster twice"):
+            Redlock([one, other])
+    finally:
+        await one.aclose()
+        await other.aclose()

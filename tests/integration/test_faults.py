@@ -244,8 +244,9 @@ async def test_extend_renews_and_never_recreates(redlock: Redlock, redis_nodes: 
     assert await lock.acquire()
     await lock.extend(ttl=20.0)
     assert lock.valid_for > 19.0
-    await settle(0.05)
-    assert all(node.client().pttl(KEY) > 19_000 for node in redis_nodes)
+    # The decision needs two votes; the third node's reply may still be on
+    # its way under load, so wait for it rather than for a fixed 50 ms.
+    assert await eventually(lambda: all(node.client().pttl(KEY) > 15_000 for node in redis_nodes))
     for node in redis_nodes:
         node.client().delete(KEY)
     with pytest.raises(LockLost):
