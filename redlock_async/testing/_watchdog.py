@@ -18,7 +18,7 @@ server ends, not the process (a server started from a worker thread would die
 with the thread), and it cannot remove the directory.
 
 A pid can be reused after its server ended; the watchdog kills a pid only if
-its command line still names the server's directory, which is unique.
+its working directory is still the server's own, which is unique.
 """
 
 from __future__ import annotations
@@ -33,15 +33,20 @@ import threading
 from pathlib import Path
 
 _SCRIPT = Path(__file__)
+_INHERITED: list[subprocess.Popen[bytes]] = []
 
 
 def _names(pid: int, directory: str) -> bool:
-    """Whether process ``pid`` is still the server that uses ``directory``."""
+    """Whether process ``pid`` is still the server that uses ``directory``.
+
+    Its working directory says so: redis-server changes into ``--dir`` at
+    start (its command line does not: it rewrites its process title)."""
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        cwd = os.readlink(f"/proc/{pid}/cwd")
     except OSError:
         return False
-    return directory.encode() in cmdline
+    # " (deleted)": the directory was removed under a server still running.
+    return cwd in (directory, directory + " (deleted)")
 
 
 def _clean(servers: dict[str, set[int]]) -> None:
@@ -82,6 +87,15 @@ class Watchdog:
         os.register_at_fork(after_in_child=self._forget)
 
     def _forget(self) -> None:
+        proc = self._proc
+        if proc is not None:
+            # Close our copy of the pipe (the parent's watchdog must still see
+            # end-of-file when the parent dies); keep the object, whose
+            # finalizer would warn of a process that was never ours.
+            _INHERITED.append(proc)
+            if proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()
         self._proc = None
         self._owner = 0
         self._lock = threading.Lock()

@@ -62,6 +62,19 @@ def gone(servers: list[tuple[int, str]], within: float = 10.0) -> list[str]:
         time.sleep(0.05)
 
 
+def cleanup(servers: list[tuple[int, str]], proc: subprocess.Popen[bytes] | None = None) -> None:
+    """The test's own cleanup, for when the watchdog failed: kill what is left."""
+    for pid, d in servers:
+        if _names(pid, d):
+            os.kill(pid, signal.SIGKILL)
+    if proc is not None:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
 def run_child(how: str) -> tuple[list[tuple[int, str]], subprocess.Popen[bytes]]:
     proc = subprocess.Popen([sys.executable, "-c", CHILD, how], stdout=subprocess.PIPE)
     assert proc.stdout is not None
@@ -79,9 +92,7 @@ def test_servers_end_with_their_process(how: str) -> None:
         assert proc.returncode != 0
         assert gone(servers) == []
     finally:
-        for pid, d in servers:  # the test's own cleanup, if the watchdog failed
-            if _names(pid, d):
-                os.kill(pid, signal.SIGKILL)
+        cleanup(servers, proc)
 
 
 def test_a_server_started_from_a_thread_outlives_the_thread() -> None:
@@ -94,9 +105,7 @@ def test_a_server_started_from_a_thread_outlives_the_thread() -> None:
         assert proc.returncode == 3  # 1 would mean a server died with its thread
         assert gone(servers) == []
     finally:
-        for pid, d in servers:
-            if _names(pid, d):
-                os.kill(pid, signal.SIGKILL)
+        cleanup(servers, proc)
 
 
 def test_the_plugin_nodes_end_with_a_pytest_that_dies(tmp_path: Path) -> None:
@@ -119,6 +128,4 @@ def test_the_plugin_nodes_end_with_a_pytest_that_dies(tmp_path: Path) -> None:
     try:
         assert gone(servers) == []
     finally:
-        for pid, d in servers:
-            if _names(pid, d):
-                os.kill(pid, signal.SIGKILL)
+        cleanup(servers)
