@@ -37,7 +37,8 @@ async def until_line(process: asyncio.subprocess.Process, start: str) -> None:
 
 
 def children(pid: int) -> set[int]:
-    """The pids whose parent is ``pid`` (Linux /proc)."""
+    """The redis-server processes whose parent is ``pid`` (Linux /proc); not
+    the testing watchdog, a Python process that outlives them by design."""
     found = set()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -45,7 +46,7 @@ def children(pid: int) -> set[int]:
                 status = (entry / "status").read_text()
             except OSError:  # gone meanwhile
                 continue
-            if f"\nPPid:\t{pid}\n" in status:
+            if f"\nPPid:\t{pid}\n" in status and status.startswith("Name:\tredis-server"):
                 found.add(int(entry.name))
     return found
 
