@@ -99,7 +99,7 @@ class _Bare(asyncio.Protocol):
 
 
 async def _bare(urls: list[str], name: str) -> tuple[float, float]:
-    from redlock_async._scripts import ACQUIRE, RELEASE
+    from redlock_async._core._scripts import ACQUIRE, RELEASE
 
     loop = asyncio.get_running_loop()
     need = len(urls) // 2 + 1

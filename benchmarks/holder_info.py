@@ -28,8 +28,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from redlock_async import Redlock
+from redlock_async._core._holderinfo import HolderTokens
 from redlock_async._engine import TokenPool
-from redlock_async._holderinfo import HolderTokens
 from redlock_async.testing import RedisServer
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import redlock_async._renewal as renewal
+import redlock_async._core._renewal as renewal
 from redlock_async import Lock, Redlock
 from redlock_async.testing import RedisServer
 

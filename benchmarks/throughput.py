@@ -43,7 +43,7 @@ import hiredis
 import redis.asyncio
 
 from redlock_async import LockNotOwned, Redlock
-from redlock_async._scripts import ACQUIRE, RELEASE
+from redlock_async._core._scripts import ACQUIRE, RELEASE
 from redlock_async.testing import RedisServer
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -10,31 +10,31 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._version import __version__ as __version__
+from ._base._version import __version__ as __version__
 
 if TYPE_CHECKING:
-    from ._config import LockOptions as LockOptions
-    from ._config import RedlockConfig as RedlockConfig
-    from ._errors import ConfigurationError as ConfigurationError
-    from ._errors import LockBusy as LockBusy
-    from ._errors import LockLost as LockLost
-    from ._errors import LockNotAcquired as LockNotAcquired
-    from ._errors import LockNotOwned as LockNotOwned
-    from ._errors import NodeConnectionError as NodeConnectionError
-    from ._errors import NodeError as NodeError
-    from ._errors import NodeResponseError as NodeResponseError
-    from ._errors import NodeTimeoutError as NodeTimeoutError
-    from ._errors import QuorumUnavailable as QuorumUnavailable
-    from ._errors import RedlockError as RedlockError
-    from ._errors import Votes as Votes
-    from ._holderinfo import Holder as Holder
-    from ._lock import Lock as Lock
-    from ._multilock import MultiLock as MultiLock
+    from ._base._config import LockOptions as LockOptions
+    from ._base._config import RedlockConfig as RedlockConfig
+    from ._base._errors import ConfigurationError as ConfigurationError
+    from ._base._errors import LockBusy as LockBusy
+    from ._base._errors import LockLost as LockLost
+    from ._base._errors import LockNotAcquired as LockNotAcquired
+    from ._base._errors import LockNotOwned as LockNotOwned
+    from ._base._errors import NodeConnectionError as NodeConnectionError
+    from ._base._errors import NodeError as NodeError
+    from ._base._errors import NodeResponseError as NodeResponseError
+    from ._base._errors import NodeTimeoutError as NodeTimeoutError
+    from ._base._errors import QuorumUnavailable as QuorumUnavailable
+    from ._base._errors import RedlockError as RedlockError
+    from ._base._errors import Votes as Votes
+    from ._core._holderinfo import Holder as Holder
+    from ._core._lock import Lock as Lock
+    from ._kinds._multilock import MultiLock as MultiLock
+    from ._kinds._rwlock import ReadLock as ReadLock
+    from ._kinds._rwlock import RWLock as RWLock
+    from ._kinds._rwlock import WriteLock as WriteLock
+    from ._kinds._semaphore import SemaphoreLock as SemaphoreLock
     from ._redlock import Redlock as Redlock
-    from ._rwlock import ReadLock as ReadLock
-    from ._rwlock import RWLock as RWLock
-    from ._rwlock import WriteLock as WriteLock
-    from ._semaphore import SemaphoreLock as SemaphoreLock
 
 __all__ = [
     "ConfigurationError",

@@ -7,22 +7,22 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar, Unpack
 
-from ._address import Endpoint
-from ._adopt import adopt, locked
-from ._asynconly import AsyncOnly
-from ._caches import CommandsCache, OptionsCache
-from ._closing import close
-from ._config import RedlockConfig
-from ._engine import Engine, TtlLedger
+from ._base._address import Endpoint
+from ._base._config import RedlockConfig
+from ._base._errors import ConfigurationError
+from ._core._asynconly import AsyncOnly
+from ._core._holderinfo import holder_tokens
+from ._core._lock import REDLOCKS, Holdings, Lock, LockKeywords, OnLost, Unset
+from ._engine import Engine, Node, TtlLedger
 from ._engine._build import NodeSpec, default_node_timeout, make_node, same_cluster
 from ._engine.redispy._kinds import is_cluster
-from ._errors import ConfigurationError
-from ._holderinfo import holder_tokens
-from ._lock import REDLOCKS, Holdings, Lock, LockKeywords, OnLost, Unset
-from ._multilock import MultiLock
-from ._rwlock import RWLock
-from ._semaphore import SemaphoreLock, semaphore
-from ._synchronized import synchronized
+from ._kinds._adopt import adopt, locked
+from ._kinds._caches import CommandsCache, OptionsCache
+from ._kinds._closing import close
+from ._kinds._multilock import MultiLock
+from ._kinds._rwlock import RWLock
+from ._kinds._semaphore import SemaphoreLock, semaphore
+from ._kinds._synchronized import synchronized
 from ._whoholds import Inspection
 
 __all__ = ["NodeSpec", "Redlock"]
@@ -31,6 +31,45 @@ _log = logging.getLogger("redlock_async")
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+
+
+Clusters = list[tuple[str, object]]  # each cluster client's node name, and the client
+
+
+def _build_nodes(
+    nodes: Sequence[NodeSpec], config: RedlockConfig, ttls: TtlLedger
+) -> tuple[list[Node], Clusters | None]:
+    """One node per spec, and the cluster clients still to be told apart.
+
+    Raises ConfigurationError for ``nodes`` that is not a non-empty list,
+    and for two specs that are one Redis server (see :class:`Redlock`).
+    """
+    if isinstance(nodes, str | bytes) or not isinstance(nodes, Sequence):
+        raise ConfigurationError(
+            f"nodes must be a list of URLs or redis.asyncio clients, not {type(nodes).__name__}"
+        )
+    if not nodes:
+        raise ConfigurationError("nodes must name at least one Redis node")
+    built = []
+    seen: dict[Endpoint, str] = {}
+    clusters: Clusters = []
+    for spec in nodes:
+        node, identity = make_node(spec, config, ttls)
+        for endpoint in identity:
+            other = seen.get(endpoint)
+            if other is not None:
+                raise ConfigurationError(
+                    f"nodes lists the same Redis server twice: {other!r} and "
+                    f"{node.name!r} (databases of one server count as one): "
+                    "one server would cast several votes"
+                )
+        seen.update(dict.fromkeys(identity, node.name))
+        built.append(node)
+        if is_cluster(spec):
+            clusters.append((node.name, spec))
+    # Two cluster clients given different startup nodes of one cluster are
+    # told apart only once both have connected: checked again then.
+    return built, clusters if len(clusters) > 1 and not same_cluster(clusters) else None
 
 
 class Redlock(Inspection, AsyncOnly):
@@ -103,36 +142,9 @@ class Redlock(Inspection, AsyncOnly):
             telemetry_lock_names=telemetry_lock_names,
             holder_info=holder_info,
         )
-        if isinstance(nodes, str | bytes) or not isinstance(nodes, Sequence):
-            raise ConfigurationError(
-                f"nodes must be a list of URLs or redis.asyncio clients, not {type(nodes).__name__}"
-            )
-        if not nodes:
-            raise ConfigurationError("nodes must name at least one Redis node")
         ttls = TtlLedger()
-        built = []
-        seen: dict[Endpoint, str] = {}
-        clusters: list[tuple[str, object]] = []
-        for spec in nodes:
-            node, identity = make_node(spec, config, ttls)
-            for endpoint in identity:
-                other = seen.get(endpoint)
-                if other is not None:
-                    raise ConfigurationError(
-                        f"nodes lists the same Redis server twice: {other!r} and "
-                        f"{node.name!r} (databases of one server count as one): "
-                        "one server would cast several votes"
-                    )
-            seen.update(dict.fromkeys(identity, node.name))
-            built.append(node)
-            if is_cluster(spec):
-                clusters.append((node.name, spec))
+        built, self._clusters = _build_nodes(nodes, config, ttls)
         self._core = Engine(built, config, ttls=ttls, token_factory=holder_tokens(config))
-        # Two cluster clients given different startup nodes of one cluster are
-        # told apart only once both have connected: checked again then.
-        self._clusters: list[tuple[str, object]] | None = (
-            clusters if len(clusters) > 1 and not same_cluster(clusters) else None
-        )
         self._holdings = Holdings(self._core)
         self._commands = CommandsCache(config.prefix)
         self._lock_options = OptionsCache(config.drift_factor, config.unavailable_timeout)

@@ -3,7 +3,7 @@
 Every node answers one read-only script (lua/holder.lua: the exclusive
 key, the writer key and the live readers, from one instant). The nodes'
 answers are judged as ``Redlock.locked()`` and ``redlock-async status``
-judge them (:func:`~redlock_async._adopt.verdict`): a grant holds the name
+judge them (:func:`~redlock_async._kinds._adopt.verdict`): a grant holds the name
 when its token is on a quorum of nodes. Which node's answer wins when they
 differ: the token on a quorum - and since who took a grant is written in
 its token (``_holderinfo.py``), every node holding that grant tells the
@@ -28,14 +28,14 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from ._adopt import verdict
-from ._caches import CommandsCache
+from ._base._errors import QuorumUnavailable
+from ._base._keys import KeyLayout
+from ._core._holderinfo import Holder, HolderKind, holder_of, parse
+from ._core._refusal import answers
+from ._core._scripts import HOLDER
 from ._engine import Command, Engine, Tally
-from ._errors import QuorumUnavailable
-from ._holderinfo import Holder, HolderKind, holder_of, parse
-from ._keys import KeyLayout
-from ._refusal import answers
-from ._scripts import HOLDER
+from ._kinds._adopt import verdict
+from ._kinds._caches import CommandsCache
 
 __all__ = ["Inspection", "NodeView", "judge", "who_holds"]
 

@@ -11,10 +11,10 @@ import asyncio
 from collections.abc import Callable
 from typing import cast
 
+from redlock_async._base._errors import NodeConnectionError, NodeError
+from redlock_async._core._scripts import RELEASE
 from redlock_async._engine import Command, Node, Tally, quorum_of
 from redlock_async._engine._restarts import Restarts
-from redlock_async._errors import NodeConnectionError, NodeError
-from redlock_async._scripts import RELEASE
 
 __all__ = ["decide", "tally_of"]
 

@@ -27,7 +27,7 @@ import pytest
 import redis.asyncio
 
 from redlock_async import Redlock
-from redlock_async._observe import reset_limits
+from redlock_async._base._observe import reset_limits
 from redlock_async.testing import RedisNode, RedisNodes
 
 from ._loops import LOOPS, LoopFactory

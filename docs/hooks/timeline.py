@@ -3,7 +3,7 @@
 Run ``python docs/hooks/timeline.py`` after changing the timing rules; a unit
 test (tests/unit/test_docs.py) fails while the committed figure differs from
 what this draws. Every instant on the figure is computed with the library's
-own formulas (``redlock_async._timing``: validity, renewal_delay,
+own formulas (``redlock_async._base._timing``: validity, renewal_delay,
 renewal_due, extend_retry_interval, loss_deadline), so the picture moves when
 the code does. The durations are schematic: a 12 s ttl with elapsed time,
 drift and node_timeout enlarged so that they can be seen.
@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from redlock_async._timing import (  # noqa: E402 (the checkout's package, not an installed one)
+from redlock_async._base._timing import (  # noqa: E402 (the checkout's package, not an installed one)
     drift,
     extend_retry_interval,
     loss_deadline,

@@ -24,7 +24,7 @@ from collections.abc import Coroutine, Sequence
 from importlib import metadata
 from typing import Any
 
-from .._errors import ConfigurationError
+from .._base._errors import ConfigurationError
 from ._args import parser, split_command
 from ._bench import bench
 from ._demo import demo

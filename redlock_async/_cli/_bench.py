@@ -16,8 +16,8 @@ import secrets
 import time
 from collections.abc import Sequence
 
-from .._address import redact_url
-from .._errors import NodeError, RedlockError
+from .._base._address import redact_url
+from .._base._errors import NodeError, RedlockError
 from ._exit import EX_OK, EX_UNAVAILABLE, UsageError
 from ._nodes import announce, redlock, urls
 from ._output import error, print_table, progress

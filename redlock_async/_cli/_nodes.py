@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from .._address import parse_url, redact_url
+from .._base._address import parse_url, redact_url
 from .._redlock import Redlock
 from ._exit import UsageError
 from ._output import note

@@ -22,7 +22,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 
-from .._errors import (
+from .._base._errors import (
     LockBusy,
     LockLost,
     LockNotAcquired,
@@ -30,9 +30,9 @@ from .._errors import (
     RedlockError,
     describe_errors,
 )
-from .._keys import check_name
-from .._lock import Lock
-from .._refusal import not_acquired
+from .._base._keys import check_name
+from .._core._lock import Lock
+from .._core._refusal import not_acquired
 from ._exit import EX_CANNOT_EXECUTE, EX_LOST, EX_NOT_FOUND, EX_UNAVAILABLE, UsageError
 from ._nodes import announce, node_urls, redlock
 from ._output import error, note

@@ -1,7 +1,7 @@
 """``redlock-async status NAME``: who holds a lock, per node.
 
 Each node answers one script (lua/status.lua) over the keys
-:class:`~redlock_async._keys.KeyLayout` names; the summary counts votes
+:class:`~redlock_async._base._keys.KeyLayout` names; the summary counts votes
 against the library's quorum (:func:`judge`). Exit 0 held, 1 free, 69
 unknown (the nodes that did not answer could make a holder's quorum).
 """
@@ -18,13 +18,13 @@ from collections.abc import Sequence
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-from .._address import parse_url, redact_url
-from .._adopt import verdict
+from .._base._address import parse_url, redact_url
+from .._base._keys import KeyLayout, check_name, check_prefix
+from .._core._holderinfo import Holder
+from .._core._scripts import STATUS
 from .._engine import quorum_of
 from .._engine._build import owned_client
-from .._holderinfo import Holder
-from .._keys import KeyLayout, check_name, check_prefix
-from .._scripts import STATUS
+from .._kinds._adopt import verdict
 from .._whoholds import NodeView
 from .._whoholds import judge as judge_holder
 from ._exit import EX_FREE, EX_HELD, EX_UNKNOWN

@@ -16,10 +16,10 @@ from redis.asyncio import ConnectionPool, Redis, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from .._address import Address, Endpoint, node_identity, parse_url, redact_url
-from .._config import RedlockConfig
-from .._errors import ConfigurationError
-from .._options import CONNECTION_CLASSES
+from .._base._address import Address, Endpoint, node_identity, parse_url, redact_url
+from .._base._config import RedlockConfig
+from .._base._errors import ConfigurationError
+from .._base._options import CONNECTION_CLASSES
 from ._node import Node
 from ._restarts import Restarts, TtlLedger
 from .redispy import RedisPyNode

@@ -16,9 +16,9 @@ import time
 from binascii import hexlify
 from collections.abc import Callable, Sequence
 
-from .._config import RedlockConfig
-from .._errors import NodeError, RedlockError
-from .._observe import NODE, telemetry, warn
+from .._base._config import RedlockConfig
+from .._base._errors import NodeError, RedlockError
+from .._base._observe import NODE, telemetry, warn
 from ._admission import LIMIT, Admission
 from ._cleanups import Cleanups
 from ._drain import drain

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Protocol
 
-from .._errors import NodeError
+from .._base._errors import NodeError
 from ._restarts import Restarts
 from ._wake import WakeSource
 

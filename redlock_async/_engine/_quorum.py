@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import Any
 
-from .._errors import NodeError, RedlockError
+from .._base._errors import NodeError, RedlockError
 from ._node import Command, Node, Reply
 from ._resend import resend
 from ._tally import PENDING, SKIPPED, Tally, quorum_of

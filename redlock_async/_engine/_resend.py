@@ -14,7 +14,7 @@ import logging
 import time
 from typing import Protocol
 
-from .._errors import NodeConnectionError, NodeError, NodeTimeoutError
+from .._base._errors import NodeConnectionError, NodeError, NodeTimeoutError
 from ._backoff import Backoff
 from ._node import Command, Node, Reply, Unsent
 from ._tally import Tally

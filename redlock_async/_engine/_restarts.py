@@ -29,7 +29,7 @@ import math
 import re
 from typing import TypeVar
 
-from .._errors import NodeError, NodeResponseError
+from .._base._errors import NodeError, NodeResponseError
 
 __all__ = ["Restarts", "TtlLedger"]
 

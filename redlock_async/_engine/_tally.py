@@ -24,7 +24,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Protocol
 
-from .._errors import NodeError, NodeTimeoutError
+from .._base._errors import NodeError, NodeTimeoutError
 from ._node import Command, Node, Reply, stall_limit
 from ._restarts import Restarts
 

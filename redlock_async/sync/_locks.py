@@ -17,11 +17,11 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import Any, Self, TypedDict, TypeVar, Unpack, cast
 
-from .._config import LockOptions
-from .._errors import LockLost, NodeError, RedlockError
-from .._lock import UNSET, LockKeywords, Unset
-from .._lock import Lock as AsyncLock
-from .._rwlock import RWLock as AsyncRWLock
+from .._base._config import LockOptions
+from .._base._errors import LockLost, NodeError, RedlockError
+from .._core._lock import UNSET, LockKeywords, Unset
+from .._core._lock import Lock as AsyncLock
+from .._kinds._rwlock import RWLock as AsyncRWLock
 from ._portal import Portal
 
 __all__ = ["Lock", "RWLock", "SyncKeywords", "Wrapping"]

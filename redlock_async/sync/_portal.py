@@ -27,7 +27,7 @@ from typing import Any, NamedTuple, TypeVar
 import anyio
 from anyio.from_thread import BlockingPortal
 
-from .._errors import RedlockError
+from .._base._errors import RedlockError
 
 __all__ = ["Portal", "check_no_running_loop"]
 

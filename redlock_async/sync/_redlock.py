@@ -8,12 +8,12 @@ from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar, Unpack
 
-from .._config import RedlockConfig
-from .._errors import ConfigurationError
-from .._holderinfo import Holder
+from .._base._config import RedlockConfig
+from .._base._errors import ConfigurationError
+from .._core._holderinfo import Holder
+from .._kinds._synchronized import name_builder
 from .._redlock import NodeSpec
 from .._redlock import Redlock as AsyncRedlock
-from .._synchronized import name_builder
 from ._locks import Lock, RWLock, SyncKeywords, Wrapping
 from ._portal import Portal
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import redis
 
-from .._address import redact_url
+from .._base._address import redact_url
 from ._docker import DockerRedisServer, pick_backend
 from ._proxy import Proxy, ProxyListener
 from ._server import AclUser, RedisServer

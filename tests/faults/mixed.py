@@ -103,7 +103,7 @@ _RELEASES: contextvars.ContextVar[dict[bytes, Any] | None] = contextvars.Context
 
 def _watch_releases() -> None:
     """Keep each release's tally where the releasing task can read its outcome."""
-    from redlock_async import _lock
+    from redlock_async._core import _lock
 
     send = getattr(_lock, "send_release", None)
     if send is None or getattr(send, "watched", False):

@@ -14,17 +14,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from redlock_async import (
-    _acquire,
-    _batch,
-    _commands,
-    _multilock,
-    _redlock,
-    _rwlock,
-    _scripts,
-    _semaphore,
-)
-from redlock_async._commands import ExclusiveCommands
+from redlock_async import _redlock
+from redlock_async._core import _acquire, _batch, _commands, _scripts
+from redlock_async._core._commands import ExclusiveCommands
+from redlock_async._core._grant import Grant
+from redlock_async._core._lock import Lock
 from redlock_async._engine import (
     Command,
     Engine,
@@ -35,9 +29,8 @@ from redlock_async._engine import (
     _quorum,
     _tally,
 )
-from redlock_async._grant import Grant
-from redlock_async._lock import Lock
-from redlock_async._multilock import MultiCommands
+from redlock_async._kinds import _multilock, _rwlock, _semaphore
+from redlock_async._kinds._multilock import MultiCommands
 
 __all__ = ["MUTANTS", "apply"]
 

@@ -31,9 +31,9 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from redlock_async._config import RedlockConfig
+from redlock_async._base._config import RedlockConfig
+from redlock_async._base._timing import drift, validity
 from redlock_async._engine._tally import is_yes, quorum_of
-from redlock_async._timing import drift, validity
 
 from .._tally import decide
 from .checkers import mutual_exclusion

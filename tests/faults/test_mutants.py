@@ -20,7 +20,8 @@ _APPLY = "from tests.faults import mutants; mutants.apply({name!r})"
 # Every module global a renewal is sent through gets a mutated script.
 _RENEWALS = """
 from tests.faults import mutants
-from redlock_async import _batch, _commands, _multilock, _rwlock, _scripts, _semaphore
+from redlock_async._core import _batch, _commands, _scripts
+from redlock_async._kinds import _multilock, _rwlock, _semaphore
 paths = [(_commands, "EXTEND"), (_rwlock, "EXTEND"), (_semaphore, "EXTEND"),
          (_multilock, "EXTEND"), (_multilock, "MULTI_EXTEND"), (_rwlock, "READ_EXTEND"),
          (_batch, "EXTEND_MANY")]

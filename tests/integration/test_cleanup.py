@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from redlock_async import LockLost, Redlock, RedlockError
-from redlock_async._scripts import ACQUIRE, RELEASE
+from redlock_async._core._scripts import ACQUIRE, RELEASE
 from redlock_async.testing import RedisNode, RedisNodes
 
 from ..conftest import MakeRedlock, eventually, lock_keys, no_keys_left

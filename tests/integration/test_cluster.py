@@ -11,7 +11,7 @@ from redis.asyncio.cluster import ClusterNode
 from redis.crc import key_slot
 
 from redlock_async import ConfigurationError, Redlock
-from redlock_async._keys import KeyLayout, lock_key
+from redlock_async._base._keys import KeyLayout, lock_key
 from redlock_async.testing import RedisClusterNodes, RedisNodes
 
 NAMES = ["orders:42", "}starts-with-brace", "a{b}c", "{}", "x}{y"]

@@ -56,7 +56,7 @@ async def test_concurrent_first_acquires_through_redis_py_fit_the_default_node_t
 async def test_a_killed_node_is_a_connection_error_through_a_client_we_created(
     redis_nodes: RedisNodes,
 ) -> None:
-    from redlock_async._address import parse_url
+    from redlock_async._base._address import parse_url
     from redlock_async._engine._build import REDISPY_NODE_TIMEOUT, owned_client
 
     # The client the library builds for rediss:// URLs, here without TLS.

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from redlock_async import LockNotAcquired, Redlock
-from redlock_async import _address as address
+from redlock_async._base import _address as address
 from redlock_async.testing import RedisNodes
 
 NAME = "redlock-test-node"  # resolves nowhere but through the patched resolver

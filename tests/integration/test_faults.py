@@ -16,9 +16,9 @@ from redlock_async import (
     NodeTimeoutError,
     Redlock,
 )
+from redlock_async._core._scripts import ALL_SCRIPTS, STATUS
 from redlock_async._engine._node import Unsent
 from redlock_async._engine._tally import PENDING
-from redlock_async._scripts import ALL_SCRIPTS, STATUS
 from redlock_async.testing import RedisNodes
 
 from ..conftest import MakeRedlock, eventually, no_keys_left, settle

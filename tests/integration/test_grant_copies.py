@@ -18,9 +18,9 @@ from typing import NamedTuple
 import pytest
 
 from redlock_async import Lock, Redlock, SemaphoreLock
-from redlock_async._batch import extend_many
+from redlock_async._base._keys import KeyLayout
+from redlock_async._core._batch import extend_many
 from redlock_async._engine import Command
-from redlock_async._keys import KeyLayout
 from redlock_async.testing import RedisNode, RedisNodes
 
 from ..conftest import MakeRedlock, eventually

@@ -24,8 +24,8 @@ from contextlib import contextmanager
 import pytest
 
 from redlock_async import Lock, QuorumUnavailable, Redlock
+from redlock_async._base._keys import KeyLayout
 from redlock_async._engine import stall_limit
-from redlock_async._keys import KeyLayout
 from redlock_async.testing import RedisNodes
 
 from ..conftest import MakeRedlock, eventually, no_keys_left

@@ -15,8 +15,8 @@ from redlock_async import (
     Redlock,
     RedlockError,
 )
+from redlock_async._core._lock import Lock
 from redlock_async._engine._tally import PENDING
-from redlock_async._lock import Lock
 from redlock_async.testing import RedisNode, RedisNodes
 
 from ..conftest import MakeRedlock, eventually, no_keys_left, settle

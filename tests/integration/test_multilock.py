@@ -12,8 +12,8 @@ from redis.asyncio import RedisCluster
 from redis.crc import key_slot
 
 from redlock_async import LockBusy, LockLost, MultiLock, Redlock
-from redlock_async._keys import lock_key
-from redlock_async._lock import Lock
+from redlock_async._base._keys import lock_key
+from redlock_async._core._lock import Lock
 from redlock_async.testing import RedisClusterNodes, RedisNode, RedisNodes
 
 from ..conftest import MakeRedlock, eventually, lock_keys, no_keys_left, settle

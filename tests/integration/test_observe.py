@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from redlock_async import Redlock
-from redlock_async._observe import RATE, _Limiter
+from redlock_async._base._observe import RATE, _Limiter
 from redlock_async.testing import RedisNodes
 from redlock_async.testing._server import free_port
 

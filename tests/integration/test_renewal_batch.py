@@ -8,7 +8,7 @@ import pytest
 from redis.asyncio import RedisCluster
 
 from redlock_async import Lock, LockLost, Redlock
-from redlock_async._keys import KeyLayout, lock_key
+from redlock_async._base._keys import KeyLayout, lock_key
 from redlock_async.testing import RedisClusterNodes, RedisNode, RedisNodes
 
 from ..conftest import MakeRedlock, settle

@@ -9,7 +9,7 @@ import pytest
 from redis.asyncio import RedisCluster
 
 from redlock_async import QuorumUnavailable, Redlock, SemaphoreLock
-from redlock_async._keys import KeyLayout
+from redlock_async._base._keys import KeyLayout
 from redlock_async.testing import RedisClusterNodes, RedisNodes
 
 from ..conftest import MakeRedlock, eventually, lock_keys, no_keys_left

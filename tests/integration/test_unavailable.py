@@ -18,7 +18,7 @@ from typing import Unpack
 import pytest
 
 from redlock_async import Lock, LockBusy, QuorumUnavailable, Redlock
-from redlock_async._lock import LockKeywords
+from redlock_async._core._lock import LockKeywords
 from redlock_async.testing import RedisNodes
 
 from ..conftest import MakeRedlock

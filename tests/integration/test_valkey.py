@@ -25,7 +25,7 @@ from redlock_async import (
     NodeResponseError,
     Redlock,
 )
-from redlock_async._keys import lock_key
+from redlock_async._base._keys import lock_key
 from redlock_async.testing import (
     RedisClusterNodes,
     RedisNode,

@@ -14,7 +14,7 @@ from redis.asyncio import RedisCluster
 from redis.crc import key_slot
 
 from redlock_async import Redlock
-from redlock_async._keys import lock_key
+from redlock_async._base._keys import lock_key
 from redlock_async.testing import AclUser, RedisClusterNodes, RedisNode, RedisNodes
 
 from ..conftest import MakeRedlock, eventually

@@ -24,7 +24,7 @@ from redlock_async import (
     QuorumUnavailable,
     RedlockError,
 )
-from redlock_async._lock import LockKeywords
+from redlock_async._core._lock import LockKeywords
 from redlock_async.sync import Lock, Redlock
 from redlock_async.sync._locks import SyncKeywords
 from redlock_async.testing import RedisNodes

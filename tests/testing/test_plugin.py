@@ -76,7 +76,7 @@ import redlock_async.testing.plugin
 heavy = ("redis", "hiredis", "anyio", "valkey", "opentelemetry", "redlock_async._")
 loaded = sorted(name for name in sys.modules if name.startswith(heavy))
 loaded += sorted(name for name in sys.modules if name.startswith("redlock_async.testing._"))
-assert loaded == ["redlock_async._version"], loaded
+assert loaded == ["redlock_async._base", "redlock_async._base._version"], loaded
 """
     result = subprocess.run(
         [sys.executable, "-c", check], capture_output=True, text=True, check=False, timeout=60

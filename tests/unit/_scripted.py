@@ -35,15 +35,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar, Unpack, cast
 
-from redlock_async._commands import ExclusiveCommands
-from redlock_async._config import LockOptions, RedlockConfig
+from redlock_async._base._config import LockOptions, RedlockConfig
+from redlock_async._base._keys import KeyLayout
+from redlock_async._core._commands import ExclusiveCommands
+from redlock_async._core._lock import Holdings, Lock, LockKeywords
+from redlock_async._core._scripts import EXTEND, EXTEND_MANY
 from redlock_async._engine import Engine
 from redlock_async._engine._node import Arg, Command, Reply, Sink
 from redlock_async._engine._restarts import Restarts
-from redlock_async._keys import KeyLayout
-from redlock_async._lock import Holdings, Lock, LockKeywords
-from redlock_async._rwlock import RWLock
-from redlock_async._scripts import EXTEND, EXTEND_MANY
+from redlock_async._kinds._rwlock import RWLock
 
 __all__ = [
     "NEVER",

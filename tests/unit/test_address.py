@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from redlock_async import ConfigurationError, Redlock
-from redlock_async._address import _QUERY_KEYS, redact_url
+from redlock_async._base._address import _QUERY_KEYS, redact_url
+from redlock_async._base._options import OPTION_NAMES
 from redlock_async._cli import main as cli_main
-from redlock_async._options import OPTION_NAMES
 
 HOST = "10.9.8.7:7000"
 OTHERS = ["redis://10.9.8.1:7000/0", "redis://10.9.8.2:7000/0"]
@@ -129,7 +129,7 @@ def test_the_reviewed_urls_hide_their_passwords(url: str, secret: str) -> None:
 
 
 def test_raw_special_characters_in_the_userinfo_still_connect_to_the_right_host() -> None:
-    from redlock_async._address import parse_url
+    from redlock_async._base._address import parse_url
 
     a = parse_url("redis://u:pa/ss?wo#rd@10.9.8.7:7000/2")
     assert (a.host, a.port, a.db, a.username, a.password) == (
@@ -211,7 +211,7 @@ def test_symlinked_socket_paths_are_one_server(tmp_path: Path) -> None:
 
 
 def test_distinct_servers_are_accepted() -> None:
-    from redlock_async._address import node_identity
+    from redlock_async._base._address import node_identity
 
     redlock = Redlock(["redis://127.0.0.1:7001/0", "redis://127.0.0.1:7002/0", "unix:///tmp/a"])
     assert redlock.quorum == 2
@@ -243,7 +243,7 @@ _CAST_VALUES = {
 
 
 def _node(url: str) -> object:
-    from redlock_async._config import RedlockConfig
+    from redlock_async._base._config import RedlockConfig
     from redlock_async._engine import TtlLedger
     from redlock_async._engine._build import make_node
 
@@ -254,7 +254,7 @@ def test_every_parameter_redis_py_casts_is_accepted_and_cast_the_same_way() -> N
     from redis.asyncio.connection import URL_QUERY_ARGUMENT_PARSERS
     from redis.asyncio.connection import parse_url as redis_parse_url
 
-    from redlock_async._address import parse_url
+    from redlock_async._base._address import parse_url
 
     # A new one is tested here too; "timeout" is for blocking pools: Redis.from_url refuses it.
     assert set(_CAST_VALUES) == set(URL_QUERY_ARGUMENT_PARSERS) - {"timeout"}

@@ -17,10 +17,10 @@ from collections.abc import Callable
 
 import pytest
 
+from redlock_async._core._lock import Lock
+from redlock_async._core._scripts import ACQUIRE, RELEASE
 from redlock_async._engine._cleanups import Cleanups
 from redlock_async._engine._tally import vote_limit
-from redlock_async._lock import Lock
-from redlock_async._scripts import ACQUIRE, RELEASE
 
 from ._scripted import Cluster, Late, Sent, run
 

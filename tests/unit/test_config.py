@@ -8,7 +8,7 @@ import pytest
 import redis.asyncio
 
 from redlock_async import ConfigurationError, Redlock
-from redlock_async._address import parse_url, redact_url
+from redlock_async._base._address import parse_url, redact_url
 
 URL = "redis://127.0.0.1:1/0"
 
@@ -173,7 +173,7 @@ def test_a_ttl_within_its_drift_allowance_is_refused() -> None:
 
 
 def test_check_ttl_bounds() -> None:
-    from redlock_async._config import MAX_TTL, MIN_TTL, check_ttl
+    from redlock_async._base._config import MAX_TTL, MIN_TTL, check_ttl
 
     assert check_ttl("ttl", MIN_TTL, 0.01) == MIN_TTL
     assert check_ttl("ttl", MAX_TTL, 0.01) == MAX_TTL

@@ -13,8 +13,8 @@ import asyncio
 
 import pytest
 
+from redlock_async._core._scripts import ACQUIRE, RELEASE
 from redlock_async._engine._admission import Admission
-from redlock_async._scripts import ACQUIRE, RELEASE
 
 from ._scripted import NEVER, Cluster, Late, run
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import hiredis
 import pytest
 
+from redlock_async._core._scripts import ACQUIRE, FAIR_ACQUIRE, RELEASE
 from redlock_async._engine import Script
 from redlock_async._engine._node import Arg, Command
 from redlock_async._engine.resp import _encode
-from redlock_async._scripts import ACQUIRE, FAIR_ACQUIRE, RELEASE
 
 
 def _reference(command: Command) -> bytes:

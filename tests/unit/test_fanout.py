@@ -14,14 +14,14 @@ from collections.abc import Sequence
 
 import pytest
 
-from redlock_async._config import RedlockConfig
+from redlock_async._base._config import RedlockConfig
+from redlock_async._base._errors import NodeConnectionError, NodeResponseError, NodeTimeoutError
+from redlock_async._core._scripts import ACQUIRE, RELEASE
 from redlock_async._engine import Engine
 from redlock_async._engine._node import Command
 from redlock_async._engine._quorum import Quorum
 from redlock_async._engine._restarts import Restarts, TtlLedger
 from redlock_async._engine._tally import PENDING, Tally
-from redlock_async._errors import NodeConnectionError, NodeResponseError, NodeTimeoutError
-from redlock_async._scripts import ACQUIRE, RELEASE
 
 from .._loops import LOOPS
 from ._scripted import ScriptedNode, scripted_nodes
@@ -128,7 +128,7 @@ async def test_a_failed_extend_to_a_shorter_ttl_shortens_the_validity() -> None:
     # reached one node of three failed; that node now drops the key 0.1 s
     # after the extend was sent, so the grant's old validity is no longer
     # held by a majority and must not be claimed any more.
-    from redlock_async._grant import Grant, judge_extend
+    from redlock_async._core._grant import Grant, judge_extend
 
     group = nodes(3)
     core = Engine(group, RedlockConfig(node_timeout=10.0))

@@ -10,8 +10,8 @@ import time
 import pytest
 
 from redlock_async import Holder
-from redlock_async import _holderinfo as info
-from redlock_async._holderinfo import HolderKind
+from redlock_async._core import _holderinfo as info
+from redlock_async._core._holderinfo import HolderKind
 from redlock_async._whoholds import NodeView, judge
 
 A = b"a" * 40 + b"@web-1:11:1700000000123"

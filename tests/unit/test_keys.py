@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from redis.crc import key_slot
 
 from redlock_async import ConfigurationError
-from redlock_async._keys import check_name, check_prefix, lock_key
+from redlock_async._base._keys import check_name, check_prefix, lock_key
 
 
 def hash_tag(key: bytes) -> bytes | None:

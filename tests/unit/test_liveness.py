@@ -20,11 +20,11 @@ import asyncio
 import pytest
 
 from redlock_async import QuorumUnavailable
+from redlock_async._core._lock import Lock
+from redlock_async._core._scripts import ACQUIRE, EXTEND_MANY, RELEASE
 from redlock_async._engine._admission import Admission
 from redlock_async._engine._node import stall_limit
 from redlock_async._engine._tally import PENDING
-from redlock_async._lock import Lock
-from redlock_async._scripts import ACQUIRE, EXTEND_MANY, RELEASE
 
 from ._scripted import NEVER, Answer, Cluster, Late, Sent, per_key, run
 

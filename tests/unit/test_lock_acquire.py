@@ -11,8 +11,8 @@ import random
 
 import pytest
 
-from redlock_async._errors import NodeConnectionError
-from redlock_async._scripts import ACQUIRE, FAIR_ACQUIRE, FAIR_LEAVE, FENCE_RAISE, RELEASE
+from redlock_async._base._errors import NodeConnectionError
+from redlock_async._core._scripts import ACQUIRE, FAIR_ACQUIRE, FAIR_LEAVE, FENCE_RAISE, RELEASE
 
 from ._scripted import NEVER, Cluster, Late, Rule, Sent, run
 
@@ -357,7 +357,7 @@ def test_a_first_fair_grant_that_a_node_refused_still_leaves() -> None:
 
 
 def test_closing_while_an_attempt_is_in_flight_undoes_its_grant_and_raises() -> None:
-    from redlock_async._errors import RedlockError
+    from redlock_async._base._errors import RedlockError
 
     c = Cluster()
     c.script(ACQUIRE.name, Late(1, 0.01))

@@ -10,9 +10,9 @@ from typing import Unpack
 import pytest
 
 from redlock_async import Redlock, _redlock
-from redlock_async._errors import LockLost, LockNotOwned, NodeConnectionError, RedlockError
-from redlock_async._lock import Lock, LockKeywords
-from redlock_async._scripts import ACQUIRE, EXTEND, RELEASE
+from redlock_async._base._errors import LockLost, LockNotOwned, NodeConnectionError, RedlockError
+from redlock_async._core._lock import Lock, LockKeywords
+from redlock_async._core._scripts import ACQUIRE, EXTEND, RELEASE
 
 from ._scripted import Cluster, Rule, ScriptedNode, VirtualClock, run
 

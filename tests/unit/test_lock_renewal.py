@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from redlock_async._errors import LockLost, NodeConnectionError
-from redlock_async._lock import Lock
-from redlock_async._scripts import ACQUIRE, EXTEND, EXTEND_MANY, RELEASE
+from redlock_async._base._errors import LockLost, NodeConnectionError
+from redlock_async._core._lock import Lock
+from redlock_async._core._scripts import ACQUIRE, EXTEND, EXTEND_MANY, RELEASE
 
 from ._scripted import Cluster, Late, run, sequence
 
@@ -131,7 +131,7 @@ def test_a_failed_extend_to_a_shorter_ttl_shortens_the_validity() -> None:
 
 
 def test_extend_without_a_grant_raises() -> None:
-    from redlock_async._errors import LockNotOwned
+    from redlock_async._base._errors import LockNotOwned
 
     c = granted_cluster()
     lock = c.lock()

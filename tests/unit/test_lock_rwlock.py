@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from redlock_async._errors import ConfigurationError, RedlockError
-from redlock_async._scripts import (
+from redlock_async._base._errors import ConfigurationError, RedlockError
+from redlock_async._core._scripts import (
     FAIR_ACQUIRE,
     FAIR_LEAVE,
     FENCE_RAISE,

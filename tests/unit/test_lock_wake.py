@@ -13,9 +13,8 @@ import itertools
 from collections import Counter
 from collections.abc import Callable
 
-from redlock_async._engine._wake import WakeHub
-from redlock_async._lock import Lock
-from redlock_async._scripts import (
+from redlock_async._core._lock import Lock
+from redlock_async._core._scripts import (
     ACQUIRE,
     FAIR_ACQUIRE,
     FAIR_LEAVE,
@@ -24,6 +23,7 @@ from redlock_async._scripts import (
     RELEASE,
     WRITE_ACQUIRE,
 )
+from redlock_async._engine._wake import WakeHub
 
 from ._scripted import Cluster, Rule, Sent, run
 from .test_wake_queue import make_hub

@@ -9,13 +9,10 @@ from typing import Any, Unpack
 import pytest
 
 from redlock_async import ConfigurationError
-from redlock_async._config import LockOptions
-from redlock_async._engine import Script, SplitCommand
-from redlock_async._engine._node import Arg
-from redlock_async._keys import KeyLayout
-from redlock_async._lock import LockKeywords
-from redlock_async._multilock import MultiCommands, MultiLock, check_names
-from redlock_async._scripts import (
+from redlock_async._base._config import LockOptions
+from redlock_async._base._keys import KeyLayout
+from redlock_async._core._lock import LockKeywords
+from redlock_async._core._scripts import (
     ACQUIRE,
     EXTEND,
     EXTEND_MANY,
@@ -24,6 +21,9 @@ from redlock_async._scripts import (
     MULTI_RELEASE,
     RELEASE,
 )
+from redlock_async._engine import Script, SplitCommand
+from redlock_async._engine._node import Arg
+from redlock_async._kinds._multilock import MultiCommands, MultiLock, check_names
 
 from ._scripted import NEVER, Cluster, Late, run
 
@@ -246,7 +246,7 @@ def test_split_release_and_extend_touch_only_keys_still_ours() -> None:
 
 def test_a_task_waiting_for_a_multilock_over_a_name_it_holds_is_refused_at_once() -> None:
     from redlock_async import RedlockError
-    from redlock_async._scripts import ACQUIRE
+    from redlock_async._core._scripts import ACQUIRE
 
     c = Cluster()
     c.script(ACQUIRE.name, 1)

@@ -11,8 +11,8 @@ import asyncio
 import pytest
 
 from redlock_async import LockBusy, LockNotAcquired, QuorumUnavailable, RedlockError
-from redlock_async._errors import NodeConnectionError, NodeResponseError
-from redlock_async._scripts import ACQUIRE, READ_ACQUIRE, RELEASE, WRITE_ACQUIRE
+from redlock_async._base._errors import NodeConnectionError, NodeResponseError
+from redlock_async._core._scripts import ACQUIRE, READ_ACQUIRE, RELEASE, WRITE_ACQUIRE
 
 from ._scripted import NEVER, Cluster, Late, Sent, run
 

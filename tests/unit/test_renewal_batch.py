@@ -12,14 +12,13 @@ from collections.abc import Callable, Mapping
 
 import pytest
 
-from redlock_async._batch import CHUNK
-from redlock_async._commands import ExclusiveCommands
-from redlock_async._config import LockOptions, RedlockConfig
-from redlock_async._engine import Engine
-from redlock_async._errors import LockLost, NodeConnectionError
-from redlock_async._lock import Lock
-from redlock_async._renewal import Renewals
-from redlock_async._scripts import (
+from redlock_async._base._config import LockOptions, RedlockConfig
+from redlock_async._base._errors import LockLost, NodeConnectionError
+from redlock_async._core._batch import CHUNK
+from redlock_async._core._commands import ExclusiveCommands
+from redlock_async._core._lock import Lock
+from redlock_async._core._renewal import Renewals
+from redlock_async._core._scripts import (
     ACQUIRE,
     EXTEND,
     EXTEND_MANY,
@@ -27,6 +26,7 @@ from redlock_async._scripts import (
     RELEASE,
     WRITE_ACQUIRE,
 )
+from redlock_async._engine import Engine
 
 from ._scripted import NEVER, Answer, Cluster, Late, ScriptedNode, Sent, run
 

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
+from redlock_async._base._errors import NodeError, NodeResponseError
 from redlock_async._engine._restarts import MIN_QUARANTINE, UPTIME_RESOLUTION, Restarts, TtlLedger
-from redlock_async._errors import NodeError, NodeResponseError
 
 
 def _watched(longest: float = 4.0, grace: float | None = None) -> Restarts:

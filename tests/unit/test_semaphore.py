@@ -22,10 +22,10 @@ from redlock_async import (
     QuorumUnavailable,
     RedlockError,
 )
+from redlock_async._base._errors import NodeConnectionError
+from redlock_async._core._scripts import EXTEND, EXTEND_MANY, RELEASE, SEM_ACQUIRE, SEM_RELEASE
 from redlock_async._engine import Reply
-from redlock_async._errors import NodeConnectionError
-from redlock_async._scripts import EXTEND, EXTEND_MANY, RELEASE, SEM_ACQUIRE, SEM_RELEASE
-from redlock_async._semaphore import SPREAD, SemaphoreLock, agreed_slot, semaphore
+from redlock_async._kinds._semaphore import SPREAD, SemaphoreLock, agreed_slot, semaphore
 
 from ._scripted import NEVER, Cluster, Late, Sent, run
 

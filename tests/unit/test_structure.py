@@ -2,9 +2,9 @@
 
 Read from the source with ``ast`` (nothing is imported, no sockets), over every
 module of ``redlock_async`` - ``redlock_async/testing/`` included: it ships in
-the wheel, imports the core (``.._address``) and is imported by it (the CLI's
-``demo``), so a cycle through it is a cycle of the package, and the rules cost
-it nothing.
+the wheel, imports the settings (``.._base._address``) and is imported by the
+CLI (``demo``), so a cycle through it is a cycle of the package, and the rules
+cost it nothing.
 
 The rules:
 
@@ -12,6 +12,9 @@ The rules:
   ``if TYPE_CHECKING:`` and inside functions (relative imports resolved; an
   import of a package is an import of its ``__init__``; ``from P import M``
   where ``M`` is a submodule of ``P`` is an import of ``M``);
+- imports point down the layers (``LAYERS``): a module imports its own folder
+  and the layers below its folder's, never one above nor a folder beside its
+  own in the same layer (``TYPE_CHECKING`` and function-local imports count);
 - no module over 400 lines, no class over 250 lines;
 - no module imports an underscore-prefixed name from another module of the
   package (``from ._lock import _UNSET``), nor reads one as an attribute of an
@@ -39,6 +42,21 @@ PACKAGE = "redlock_async"
 
 MAX_MODULE_LINES = 400
 MAX_CLASS_LINES = 250
+
+# The package's layers, lowest first; each a tuple of the folders (or
+# top-level modules) in it. "" is the package root: the face, every module
+# directly under redlock_async/ that is not named here (__init__, _redlock,
+# _whoholds, _exports). docs/internals.md draws the same tree.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("_base",),  # settings every layer reads: config, keys, timing, errors, telemetry
+    ("_engine",),  # one command on N nodes, the votes; nothing about locks
+    ("_core",),  # the one lock layer: Lock, acquire, release, extend, renewal, grants
+    ("_kinds",),  # the kinds of lock a user holds: rwlock, semaphore, multilock...
+    ("",),  # the face: Redlock, the public names
+    ("sync", "testing"),  # for threads; throwaway nodes for tests (neither uses the other)
+    ("_cli",),  # the command line, over the face and testing
+    ("__main__",),  # python -m redlock_async: runs the CLI
+)
 
 
 @dataclass(frozen=True)
@@ -300,6 +318,49 @@ def private_reaches(modules: Mapping[str, Module]) -> list[str]:
     return found
 
 
+def layer_of(module: str, package: str, modules: Mapping[str, Module]) -> str | None:
+    """The folder (or top-level module) that places ``module`` in the layers.
+
+    ``""`` for the package root's own modules; the folder's name for a module
+    in a folder, however deep; None for ``__main__``-like top-level modules,
+    whose own name is looked up instead (see ``layer_violations``).
+    """
+    if module == package:
+        return ""
+    first = module[len(package) + 1 :].partition(".")[0]
+    top = modules.get(f"{package}.{first}")
+    return first if top is not None and top.is_package else None
+
+
+def layer_violations(
+    modules: Mapping[str, Module], package: str, layers: Sequence[Sequence[str]]
+) -> list[str]:
+    """Imports that go up the layers, or across to another folder of the same layer;
+    and folders that are in no layer."""
+    rank = {name: i for i, group in enumerate(layers) for name in group}
+
+    def place(module: str) -> str:
+        folder = layer_of(module, package, modules)
+        if folder is None:  # a module at the root: the face, unless named itself
+            top = module[len(package) + 1 :]
+            return top if top in rank else ""
+        return folder
+
+    found = [
+        f"{folder}/ is in no layer"
+        for folder in sorted({place(name) for name in modules} - set(rank))
+    ]
+    for edge in import_edges(modules):
+        source, target = place(edge.source), place(edge.target)
+        if source == target or source not in rank or target not in rank:
+            continue
+        if rank[target] > rank[source]:
+            found.append(f"{edge.describe()}: {source or 'the root'} imports a layer above it")
+        elif rank[target] == rank[source]:
+            found.append(f"{edge.describe()}: {source or 'the root'} imports a folder beside it")
+    return found
+
+
 def _module_of(
     node: ast.expr, bound: Mapping[str, str], modules: Mapping[str, Module]
 ) -> str | None:
@@ -330,7 +391,7 @@ def _listing(found: Sequence[str]) -> str:
 @pytest.fixture(scope="module")
 def package() -> dict[str, Module]:
     modules = load_package(ROOT, PACKAGE)
-    assert f"{PACKAGE}._lock" in modules, "the package's sources were not found"
+    assert f"{PACKAGE}._core._lock" in modules, "the package's sources were not found"
     return modules
 
 
@@ -363,6 +424,15 @@ def test_no_private_name_crosses_modules(package: dict[str, Module]) -> None:
     assert not found, (
         "private names used outside their module (make them public in a private "
         f"module, or move the code):\n{_listing(found)}"
+    )
+
+
+def test_imports_point_down_the_layers(package: dict[str, Module]) -> None:
+    found = layer_violations(package, PACKAGE, LAYERS)
+    assert not found, (
+        "imports against the layers (a module imports its own folder and the layers "
+        f"below, see LAYERS; move the code down, not the import into a function):\n"
+        f"{_listing(found)}"
     )
 
 
@@ -529,5 +599,64 @@ def test_check_finds_private_names_across_modules(tmp_path: Path) -> None:
             "_bad.py:9 reads _HIDDEN of fake._util",
             "_bad.py:9 reads _y of fake._engine._core",
             "_bad.py:10 reads _z of fake._engine._node",
+        ]
+    )
+
+
+LAYERED = {
+    "fake/__init__.py": "from ._front import Front as Front\n",
+    "fake/__main__.py": "from ._cli import main\nmain()\n",
+    "fake/_front.py": (
+        "from ._mid._lock import Lock\nfrom ._side import _other\nfrom ._low import _names\n"
+        "class Front(Lock): ...\n"
+    ),
+    "fake/_cli/__init__.py": "from .. import Front\ndef main() -> None: ...\n",
+    "fake/_low/__init__.py": "",
+    "fake/_low/_names.py": "NAMES = 1\n",
+    "fake/_low/deep/__init__.py": "",
+    "fake/_low/deep/_far.py": "from .. import _names\n",
+    "fake/_mid/__init__.py": "",
+    "fake/_mid/_lock.py": "from .._low._names import NAMES\nfrom . import _part\nclass Lock: ...\n",
+    "fake/_mid/_part.py": "from ..._low.deep import _far\n",
+    "fake/_side/__init__.py": "",
+    "fake/_side/_other.py": "import fake._low._names\n",
+}
+FAKE_LAYERS = (("_low",), ("_mid", "_side"), ("",), ("_cli",), ("__main__",))
+
+
+def test_check_accepts_imports_down_the_layers(tmp_path: Path) -> None:
+    modules = write_package(tmp_path, LAYERED)
+    assert layer_violations(modules, "fake", FAKE_LAYERS) == []
+    assert layer_of("fake._low.deep._far", "fake", modules) == "_low"
+    assert layer_of("fake._front", "fake", modules) is None
+    assert layer_of("fake", "fake", modules) == ""
+
+
+def test_check_finds_imports_against_the_layers(tmp_path: Path) -> None:
+    modules = write_package(
+        tmp_path,
+        {
+            **LAYERED,
+            "fake/_low/_up.py": (
+                "from typing import TYPE_CHECKING\n"
+                "if TYPE_CHECKING:\n"
+                "    from .._mid._lock import Lock\n"
+                "def f() -> None:\n"
+                "    from fake import Front\n"
+            ),
+            "fake/_mid/_across.py": "from .._side import _other\n",
+            "fake/_front.py": "from ._cli import main\n",
+            "fake/_stray/__init__.py": "from .._low import _names\n",
+        },
+    )
+    found = layer_violations(modules, "fake", FAKE_LAYERS)
+    assert sorted(found) == sorted(
+        [
+            "_stray/ is in no layer",
+            "fake._low._up -> fake._mid._lock (line 3, under TYPE_CHECKING): "
+            "_low imports a layer above it",
+            "fake._low._up -> fake (line 5, in def f): _low imports a layer above it",
+            "fake._mid._across -> fake._side._other (line 1): _mid imports a folder beside it",
+            "fake._front -> fake._cli (line 1): the root imports a layer above it",
         ]
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from redlock_async._timetable import Timetable
+from redlock_async._base._timetable import Timetable
 
 from ._scripted import VirtualClock, run
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from redlock_async._timing import (
+from redlock_async._base._timing import (
     CLOCK_DRIFT_FLOOR,
     drift,
     extend_retry_interval,

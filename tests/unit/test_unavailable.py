@@ -24,11 +24,10 @@ from redlock_async import (
     QuorumUnavailable,
     Redlock,
 )
-from redlock_async._config import UNAVAILABLE_TIMEOUT, LockOptions, RedlockConfig
-from redlock_async._errors import NodeConnectionError
-from redlock_async._lock import LockKeywords
-from redlock_async._multilock import MultiLock
-from redlock_async._scripts import (
+from redlock_async._base._config import UNAVAILABLE_TIMEOUT, LockOptions, RedlockConfig
+from redlock_async._base._errors import NodeConnectionError
+from redlock_async._core._lock import LockKeywords
+from redlock_async._core._scripts import (
     ACQUIRE,
     ALL_SCRIPTS,
     FAIR_ACQUIRE,
@@ -37,7 +36,8 @@ from redlock_async._scripts import (
     SEM_ACQUIRE,
     WRITE_ACQUIRE,
 )
-from redlock_async._semaphore import semaphore
+from redlock_async._kinds._multilock import MultiLock
+from redlock_async._kinds._semaphore import semaphore
 
 from ._scripted import NEVER, Answer, Cluster, Late, Sent, run
 
@@ -371,7 +371,7 @@ def test_the_spelled_out_defaults_are_the_constant() -> None:
     import inspect
 
     from redlock_async import Redlock, RedlockConfig
-    from redlock_async._config import UNAVAILABLE_TIMEOUT, LockOptions
+    from redlock_async._base._config import UNAVAILABLE_TIMEOUT, LockOptions
 
     assert RedlockConfig().unavailable_timeout == UNAVAILABLE_TIMEOUT
     assert LockOptions().unavailable_timeout == UNAVAILABLE_TIMEOUT

@@ -12,11 +12,11 @@ import random
 
 import pytest
 
+from redlock_async._base._errors import NodeConnectionError
+from redlock_async._core._scripts import ACQUIRE
 from redlock_async._engine._node import Command, Reply
 from redlock_async._engine._quorum import Quorum
 from redlock_async._engine._tally import PENDING, Tally, is_yes, quorum_of
-from redlock_async._errors import NodeConnectionError
-from redlock_async._scripts import ACQUIRE
 
 from .._tally import decide, tally_of
 from ._scripted import scripted_nodes

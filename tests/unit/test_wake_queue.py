@@ -16,12 +16,12 @@ from typing import TypeVar
 
 import pytest
 
-from redlock_async._commands import Commands
-from redlock_async._config import LockOptions
+from redlock_async._base._config import LockOptions
+from redlock_async._core._commands import Commands
 from redlock_async._engine._waiters import Line, Subscription, Waiting
 from redlock_async._engine._wake import WakeHub
-from redlock_async._multilock import MultiLock
-from redlock_async._semaphore import semaphore
+from redlock_async._kinds._multilock import MultiLock
+from redlock_async._kinds._semaphore import semaphore
 
 from ._scripted import Cluster, VirtualClock, run
 

@@ -8,7 +8,7 @@ the same whichever driver served the node.
 
 from __future__ import annotations
 
-from ..._errors import NodeConnectionError, NodeError, NodeResponseError, NodeTimeoutError
+from ..._base._errors import NodeConnectionError, NodeError, NodeResponseError, NodeTimeoutError
 from ._kinds import errors
 
 __all__ = ["never_sent", "translate"]

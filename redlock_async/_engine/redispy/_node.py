@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from redis.asyncio import Redis, RedisCluster
 
-from ..._errors import NodeConnectionError, NodeResponseError
+from ..._base._errors import NodeConnectionError, NodeResponseError
 from .._node import (
     SERVER_ID,
     Arg,

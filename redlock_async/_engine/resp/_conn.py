@@ -23,8 +23,8 @@ from typing import Protocol, cast
 
 import hiredis
 
-from ..._errors import NodeError, NodeResponseError, NodeTimeoutError
-from ..._observe import NODE, warn
+from ..._base._errors import NodeError, NodeResponseError, NodeTimeoutError
+from ..._base._observe import NODE, warn
 from .._node import Sink, unsent
 
 __all__ = ["MAX_PENDING", "Conn", "Owner"]

@@ -16,9 +16,9 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from ..._address import Address
-from ..._errors import NodeConnectionError, NodeError, NodeResponseError
-from ..._observe import NODE, warn
+from ..._base._address import Address
+from ..._base._errors import NodeConnectionError, NodeError, NodeResponseError
+from ..._base._observe import NODE, warn
 from .._node import Command, Reply
 from .._restarts import Restarts
 from ._conn import Conn

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import logging
 
-from ..._errors import NodeResponseError
+from ..._base._errors import NodeResponseError
 from .._node import Command, Reply, Script
 from ._conn import Conn
 from ._encode import pack

@@ -34,8 +34,8 @@ import asyncio
 import contextlib
 from collections.abc import Sequence
 
-from ..._address import Address, connect
-from ..._errors import NodeConnectionError, NodeError, NodeResponseError, NodeTimeoutError
+from ..._base._address import Address, connect
+from ..._base._errors import NodeConnectionError, NodeError, NodeResponseError, NodeTimeoutError
 from .._admission import LIMIT
 from .._backoff import Backoff
 from .._node import Command, Reply, Script, Sink, stall_limit, unsent

@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import hiredis
 
-from ..._address import Address, connect
+from ..._base._address import Address, connect
 from .._backoff import Backoff
 from .._wake import WakeHub
 from ._encode import pack

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import time
 
+from .._base._errors import LockNotOwned, describe_errors
+from .._base._observe import LOCK, warn
+from .._engine import Engine, Tally
 from ._commands import Commands
-from ._engine import Engine, Tally
-from ._errors import LockNotOwned, describe_errors
 from ._grant import Grant
-from ._observe import LOCK, warn
 
 __all__ = ["judge_release", "send_release", "settle_release"]
 

@@ -13,10 +13,10 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ._errors import NodeError
+from .._base._errors import NodeError
+from .._base._timing import extend_retry_interval
 from ._grant import Grant, judge_extend
 from ._renewal import Renewer
-from ._timing import extend_retry_interval
 
 __all__ = ["extend_now"]
 

@@ -16,18 +16,18 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType, TracebackType
 from typing import Final, Self, TypedDict
 
+from .._base._config import LockOptions, check_seconds, check_ttl
+from .._base._errors import LockLost, LockNotOwned, NodeError, RedlockError
+from .._base._observe import LOCK, warn
+from .._engine import Engine
 from . import _acquire
 from . import _observed as observed
 from ._acquire import Failures
 from ._commands import Commands
-from ._config import LockOptions, check_seconds, check_ttl
-from ._engine import Engine
-from ._errors import LockLost, LockNotOwned, NodeError, RedlockError
 from ._extend import extend_now
 from ._grant import Grant
 from ._holder import Body, Cleanup, Loss
 from ._lockstate import LockState
-from ._observe import LOCK, warn
 from ._observed import listening
 from ._owners import Owners
 from ._refusal import judged, not_acquired

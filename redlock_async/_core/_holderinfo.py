@@ -33,8 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from ._config import RedlockConfig
-from ._engine import TokenPool
+from .._base._config import RedlockConfig
+from .._engine import TokenPool
 
 __all__ = [
     "TOKEN",

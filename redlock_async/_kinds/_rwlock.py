@@ -20,14 +20,14 @@ import weakref
 from collections.abc import Callable
 from typing import NoReturn, Unpack
 
-from ._commands import FairEntry, clean_first_try, fair_acquire, fair_leave
-from ._config import LockOptions
-from ._engine import Command, Engine, Script, Tally, Waiting
-from ._errors import ConfigurationError, RedlockError
-from ._keys import KeyLayout
-from ._lock import Holdings, Lock, LockKeywords
-from ._scripts import EXTEND, READ_ACQUIRE, READ_EXTEND, READ_RELEASE, RELEASE, WRITE_ACQUIRE
-from ._timing import ttl_ms, writer_marker_ttl
+from .._base._config import LockOptions
+from .._base._errors import ConfigurationError, RedlockError
+from .._base._keys import KeyLayout
+from .._base._timing import ttl_ms, writer_marker_ttl
+from .._core._commands import FairEntry, clean_first_try, fair_acquire, fair_leave
+from .._core._lock import Holdings, Lock, LockKeywords
+from .._core._scripts import EXTEND, READ_ACQUIRE, READ_EXTEND, READ_RELEASE, RELEASE, WRITE_ACQUIRE
+from .._engine import Command, Engine, Script, Tally, Waiting
 
 __all__ = ["RWLock", "ReadLock", "WriteLock"]
 
@@ -144,6 +144,8 @@ class _ReadCommands:
 
     kind = b"r:"
     stateful = True
+    token_prefix = b""
+    agree = None
 
     def __init__(self, keys: KeyLayout) -> None:
         self.keys = keys
@@ -201,6 +203,8 @@ class _WriteCommands:
 
     kind = b"w:"
     stateful = True
+    token_prefix = b""
+    agree = None
 
     def __init__(self, keys: KeyLayout, engine: Engine, check: Callable[[], None]) -> None:
         self.keys = keys

@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 
+from .._base._config import LockOptions
+from .._base._errors import NodeError
+from .._engine import Engine
 from ._asynconly import AsyncOnly
-from ._config import LockOptions
-from ._engine import Engine
-from ._errors import NodeError
 from ._grant import Grant
 from ._holder import Loss
 

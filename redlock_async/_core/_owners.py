@@ -21,7 +21,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Final, Protocol
 
-from ._errors import RedlockError
+from .._base._errors import RedlockError
 
 __all__ = ["Owners"]
 

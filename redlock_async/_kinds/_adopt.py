@@ -27,16 +27,16 @@ import asyncio
 import re
 from collections.abc import Sequence
 
-from ._commands import ExclusiveCommands
-from ._engine import Command, Engine, Tally
-from ._errors import ConfigurationError, LockNotOwned, QuorumUnavailable
-from ._grant import Grant
-from ._holderinfo import TOKEN
-from ._lock import Lock
+from .._base._errors import ConfigurationError, LockNotOwned, QuorumUnavailable
+from .._base._timing import validity
+from .._core._commands import ExclusiveCommands
+from .._core._grant import Grant
+from .._core._holderinfo import TOKEN
+from .._core._lock import Lock
+from .._core._refusal import answers
+from .._core._scripts import LOCKED
+from .._engine import Command, Engine, Tally
 from ._multilock import TOKEN_PREFIX
-from ._refusal import answers
-from ._scripts import LOCKED
-from ._timing import validity
 
 __all__ = ["adopt", "locked", "verdict"]
 

@@ -1,21 +1,26 @@
 """What each step of a grant's life sends: script, keys and arguments.
 
-The exclusive lock and the two views of a read-write lock differ only in
-these commands. A :class:`~redlock_async.Lock` holds one ``Commands`` object
-and asks it what to send; it never needs to know which kind it is
-(composition: the read-write views in ``_rwlock.py`` are other ``Commands``).
+The exclusive lock and the other kinds (``_kinds/``: the read-write views, a
+semaphore, a multilock) differ first in these commands. A
+:class:`~redlock_async.Lock` holds one ``Commands`` object and asks it what
+to send; it never needs to know which kind it is (composition: each kind
+states every member of the protocol, the neutral ones included).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from ._engine import Command, Tally, Waiting
-from ._keys import KeyLayout
+from .._base._keys import KeyLayout
+from .._base._timing import ttl_ms
+from .._engine import Command, Tally, Waiting
 from ._scripts import ACQUIRE, EXTEND, FAIR_ACQUIRE, FAIR_LEAVE, RELEASE
-from ._timing import ttl_ms
 
-__all__ = ["Commands", "ExclusiveCommands", "FairEntry"]
+__all__ = ["Agree", "Commands", "ExclusiveCommands", "FairEntry"]
+
+Agree = Callable[[Tally], Awaitable[bool]]
+"""Asked once a quorum said yes to an attempt: is that yes a grant?"""
 
 
 class FairEntry:
@@ -34,15 +39,7 @@ class FairEntry:
 
 
 class Commands(Protocol):
-    """The commands of one kind of lock (exclusive, read or write).
-
-    Optional: ``async agree(tally) -> bool``, asked once a quorum said yes
-    to an attempt, whether that yes is a grant (a semaphore's: one slot on a
-    quorum, see ``_semaphore.py``). Without it, the quorum's yes is the grant.
-    Optional: ``token_prefix: bytes``, put before every token of the kind's
-    grants (a multilock's ``m:``, so that ``adopt()`` can refuse it, see
-    ``_multilock.py``). Without it, a token is the engine's as it comes.
-    """
+    """The commands of one kind of lock (exclusive, read, write, semaphore, multilock)."""
 
     kind: bytes
     """Prefix of fair queue entries: ``x:``, ``r:`` or ``w:``."""
@@ -51,6 +48,17 @@ class Commands(Protocol):
     stateful: bool
     """Whether ``attempts_begin``/``attempts_over`` matter outside fair mode
     (the read-write views: the upgrade check, the writer-waiting marker)."""
+    token_prefix: bytes
+    """Put before every token of the kind's grants: a multilock's ``m:``, so
+    that ``adopt()`` can refuse it (``_multilock.py``); empty for the others,
+    whose tokens are the engine's as they come."""
+
+    @property
+    def agree(self) -> Agree | None:
+        """Whether a quorum's yes is a grant: a semaphore's asks for one slot on a
+        quorum (``_semaphore.py``). None for the other kinds: the yes is the grant.
+        """
+        ...
 
     def acquire(self, token: bytes, ttl_ms: int, fencing: bool, fair: FairEntry | None) -> Command:
         """One attempt to grant ``token`` for ``ttl_ms`` milliseconds."""
@@ -132,6 +140,8 @@ class ExclusiveCommands:
 
     kind = b"x:"
     stateful = False
+    token_prefix = b""
+    agree = None
 
     def __init__(self, keys: KeyLayout) -> None:
         self.keys = keys

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ._acquire import Failures
-from ._engine import Tally, is_yes
-from ._errors import (
+from .._base._errors import (
     LockBusy,
     LockNotAcquired,
     NodeError,
@@ -21,6 +19,8 @@ from ._errors import (
     QuorumUnavailable,
     Votes,
 )
+from .._engine import Tally, is_yes
+from ._acquire import Failures
 from ._outage import answers
 
 __all__ = ["answers", "judged", "not_acquired", "votes"]

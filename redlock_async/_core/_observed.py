@@ -13,9 +13,9 @@ import logging
 from collections.abc import Awaitable
 from typing import TypeVar
 
-from ._engine import Engine
+from .._base._observe import LOCK, debug, warn
+from .._engine import Engine
 from ._grant import Grant
-from ._observe import LOCK, debug, warn
 
 __all__ = ["acquire", "extend", "listening", "lost", "release"]
 

@@ -7,8 +7,8 @@ import logging
 from collections.abc import Callable
 from typing import NamedTuple
 
-from ._engine import Command, Engine, Tally
-from ._errors import LockLost
+from .._base._errors import LockLost
+from .._engine import Command, Engine, Tally
 
 _log = logging.getLogger("redlock_async.lock")
 

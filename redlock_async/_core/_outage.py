@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ._engine import Tally
+from .._engine import Tally
 
 __all__ = ["Outage", "answers", "heard"]
 

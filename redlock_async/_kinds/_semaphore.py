@@ -22,13 +22,13 @@ import time
 from collections.abc import Sequence
 from typing import Final, Self
 
-from ._config import LockOptions
-from ._engine import Command, Engine, Tally, Unsent, Waiting
-from ._errors import ConfigurationError, LockBusy, QuorumUnavailable, RedlockError
-from ._keys import KeyLayout
-from ._lock import UNSET, Holdings, Lock, Unset
-from ._scripts import EXTEND, RELEASE, SEM_ACQUIRE, SEM_RELEASE
-from ._timing import ttl_ms
+from .._base._config import LockOptions
+from .._base._errors import ConfigurationError, LockBusy, QuorumUnavailable, RedlockError
+from .._base._keys import KeyLayout
+from .._base._timing import ttl_ms
+from .._core._lock import UNSET, Holdings, Lock, Unset
+from .._core._scripts import EXTEND, RELEASE, SEM_ACQUIRE, SEM_RELEASE
+from .._engine import Command, Engine, Tally, Unsent, Waiting
 
 __all__ = ["MAX_LIMIT", "SemaphoreCommands", "SemaphoreLock", "agreed_slot", "semaphore"]
 
@@ -125,6 +125,7 @@ class SemaphoreCommands:
 
     kind = b"s:"
     stateful = False
+    token_prefix = b""
 
     def __init__(self, engine: Engine, keys: KeyLayout, limit: int) -> None:
         self._engine = engine

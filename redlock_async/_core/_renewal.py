@@ -34,14 +34,10 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Final, Generic, TypeVar
 
-from ._batch import CHUNK, Batch, extend_many
-from ._commands import Commands
-from ._engine import Command, Engine, vote_limit
-from ._errors import NodeError
-from ._grant import Grant, apply_votes
-from ._observe import RENEWAL, debug
-from ._timetable import Timetable
-from ._timing import (
+from .._base._errors import NodeError
+from .._base._observe import RENEWAL, debug
+from .._base._timetable import Timetable
+from .._base._timing import (
     extend_retry_interval,
     loss_deadline,
     renewal_delay,
@@ -49,6 +45,10 @@ from ._timing import (
     ttl_ms,
     validity,
 )
+from .._engine import Command, Engine, vote_limit
+from ._batch import CHUNK, Batch, extend_many
+from ._commands import Commands
+from ._grant import Grant, apply_votes
 
 __all__ = ["LoseCallback", "Renewals", "Renewer"]
 

@@ -11,7 +11,7 @@ fan-out of its own would be (``_grant.apply_votes``):
   its vote for every grant of the batch;
 - a key refused or failing on one node costs that grant's vote there only.
 
-The engine's :class:`~._engine.Tally` expects one integer per node, so a
+The engine's :class:`~.._engine.Tally` expects one integer per node, so a
 list reply is neither yes nor no to it, and its decision is not used: a
 batch reads the replies themselves (``Tally.when_settled``) and is decided
 once every node has answered, or once the tally has timed out every node
@@ -35,8 +35,8 @@ from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Generic, Protocol, TypeVar
 
-from ._engine import Command, Reply, Tally
-from ._errors import NodeError, NodeResponseError
+from .._base._errors import NodeError, NodeResponseError
+from .._engine import Command, Reply, Tally
 from ._grant import Grant
 from ._scripts import EXTEND_MANY
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import contextlib
 
-from ._commands import ExclusiveCommands
-from ._config import LockOptions, check_ttl
-from ._errors import ConfigurationError
-from ._keys import KeyLayout, check_name
-from ._lock import REDLOCKS, OnLost, Unset
-from ._timing import validity
+from .._base._config import LockOptions, check_ttl
+from .._base._errors import ConfigurationError
+from .._base._keys import KeyLayout, check_name
+from .._base._timing import validity
+from .._core._commands import ExclusiveCommands
+from .._core._lock import REDLOCKS, OnLost, Unset
 
 __all__ = ["CommandsCache", "OptionsCache"]
 

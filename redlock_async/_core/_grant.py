@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ._engine import Tally
-from ._timing import shortened_validity_end, validity
+from .._base._timing import shortened_validity_end, validity
+from .._engine import Tally
 
 __all__ = ["Grant", "Verdict", "apply_votes", "judge_extend"]
 

@@ -24,16 +24,16 @@ import asyncio
 import secrets
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 
+from .._base._config import LockOptions
+from .._base._errors import NodeError
+from .._base._timing import fair_heartbeat, retry_delay, ttl_ms, validity
+from .._engine import Admission, Command, Engine, Subscription, Tally, is_yes, vote_limit
 from ._commands import Commands, FairEntry
-from ._config import LockOptions
-from ._engine import Admission, Command, Engine, Subscription, Tally, is_yes, vote_limit
-from ._errors import NodeError
 from ._grant import Grant
 from ._outage import Outage
 from ._scripts import FENCE_RAISE
-from ._timing import fair_heartbeat, retry_delay, ttl_ms, validity
 
 __all__ = ["Failures", "Outcome", "acquire"]
 
@@ -92,10 +92,8 @@ async def acquire(
     Raises RedlockError when the engine is closing (``aclose()`` began).
     """
     stateful = commands.stateful  # only the read-write views: exclusive locks skip both calls
-    # Semaphores only (_semaphore.py): does a quorum's yes agree on one slot?
-    agree: Callable[[Tally], Awaitable[bool]] | None = getattr(commands, "agree", None)
-    # Multilocks only (_multilock.py): a mark on their tokens that adopt() can see.
-    prefix: bytes = getattr(commands, "token_prefix", b"")
+    agree = commands.agree  # semaphores only: does a quorum's yes agree on one slot?
+    prefix = commands.token_prefix  # multilocks only: a mark adopt() can see
     if stateful:
         commands.attempts_begin()
     # timeout=0 is one attempt, as blocking=False: no deadline to cut it at.

@@ -7,7 +7,7 @@ EVAL only when the node answers NOSCRIPT.
 
 from __future__ import annotations
 
-from ._engine import SERVER_ID, Script
+from .._engine import SERVER_ID, Script
 
 __all__ = [
     "ACQUIRE",

@@ -1,6 +1,6 @@
 """Several names at once: one grant over every name, all or none, on one quorum.
 
-A :class:`MultiLock` is a :class:`~._lock.Lock` whose
+A :class:`MultiLock` is a :class:`~redlock_async.Lock` whose
 :class:`MultiCommands` write the exclusive lock key of every name
 (``KeyLayout(prefix, name).lock``) with one token, so a multilock and a
 plain lock of any of its names exclude each other, and extend, release and
@@ -41,14 +41,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-from ._commands import FairEntry
-from ._config import LockOptions
-from ._engine import Call, Command, Engine, SplitCommand, Tally, Waiting
-from ._errors import ConfigurationError
-from ._keys import KeyLayout, check_name
-from ._lock import Holdings, Lock
-from ._scripts import ACQUIRE, EXTEND, MULTI_ACQUIRE, MULTI_EXTEND, MULTI_RELEASE, RELEASE
-from ._timing import ttl_ms
+from .._base._config import LockOptions
+from .._base._errors import ConfigurationError
+from .._base._keys import KeyLayout, check_name
+from .._base._timing import ttl_ms
+from .._core._commands import FairEntry
+from .._core._lock import Holdings, Lock
+from .._core._scripts import ACQUIRE, EXTEND, MULTI_ACQUIRE, MULTI_EXTEND, MULTI_RELEASE, RELEASE
+from .._engine import Call, Command, Engine, SplitCommand, Tally, Waiting
 
 __all__ = ["TOKEN_PREFIX", "MultiCommands", "MultiLock", "check_names"]
 
@@ -87,6 +87,7 @@ class MultiCommands:
     kind = _KIND
     stateful = False
     token_prefix = TOKEN_PREFIX
+    agree = None
 
     def __init__(self, layouts: Iterable[KeyLayout]) -> None:
         layouts = tuple(layouts)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ._engine import Engine, stall_limit
-from ._lock import Holdings
+from .._core._lock import Holdings
+from .._engine import Engine, stall_limit
 
 __all__ = ["close"]
 

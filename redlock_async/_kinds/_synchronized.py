@@ -8,8 +8,8 @@ import string
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
-from ._errors import ConfigurationError
-from ._lock import Lock, LockKeywords
+from .._base._errors import ConfigurationError
+from .._core._lock import Lock, LockKeywords
 
 __all__ = ["name_builder", "synchronized"]
 
