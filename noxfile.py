@@ -21,14 +21,14 @@ PYTHONS = ["3.11", "3.12", "3.13"]
 def tests(session: nox.Session) -> None:
     """The default tier against throwaway local redis-server nodes (the fault tier is left out)."""
     session.install("-e", ".[test]")
-    session.run("python", "-m", "pytest", *session.posargs)
+    session.run("python", "-m", "pytest", "-n", "2", *session.posargs)
 
 
 @nox.session
 def matrix(session: nox.Session) -> None:
     """The default tier's tests on every event loop and driver: ``pytest --matrix=full`` (as CI)."""
     session.install("-e", ".[test]")
-    session.run("python", "-m", "pytest", "--matrix=full", *session.posargs)
+    session.run("python", "-m", "pytest", "-n", "2", "--matrix=full", *session.posargs)
 
 
 @nox.session

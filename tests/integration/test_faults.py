@@ -394,7 +394,9 @@ async def test_a_silent_node_does_not_pile_up_commands_waiting_for_room(
             await asyncio.sleep(0.02)
         assert _connections(redlock)[0] is not conn
         replies = [tally.replies[0] for tally in tallies]
-        assert all(isinstance(reply, NodeTimeoutError) for reply in replies)  # stalled
+        # Stalled: each vote timed out, or (the last ones, on a loaded machine)
+        # was failed by the drop itself; none was answered.
+        assert all(isinstance(reply, NodeTimeoutError | NodeConnectionError) for reply in replies)
         written, waited = replies[:3], replies[3:]  # an acquire and a release each
         assert not any(isinstance(reply, Unsent) for reply in written)
         assert waited

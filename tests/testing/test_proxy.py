@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import socket
 import time
@@ -111,15 +112,26 @@ def test_drop_replies(node: RedisNode) -> None:
     healed.close()
 
 
-def _replies_arriving(sock: socket.socket, count: int, reply: bytes) -> list[float]:
-    """When each of ``count`` identical replies was complete, read from ``sock``."""
-    times: list[float] = []
-    received = b""
-    while len(times) < count:
-        chunk = sock.recv(4096)
-        assert chunk, "connection closed early"
-        received += chunk
-        times += [time.monotonic()] * (received.count(reply) - len(times))
+def _replies_arriving(
+    socks: list[socket.socket], count: int, replies: list[bytes]
+) -> list[list[float]]:
+    """When each of ``count`` identical replies was complete on each socket.
+
+    The sockets are read together (select): read one after the other, the
+    second's replies, interleaved with the first's, would all be waiting by
+    the time it is read, and seem to arrive at once."""
+    times: list[list[float]] = [[] for _ in socks]
+    received = [b"" for _ in socks]
+    while any(len(t) < count for t in times):
+        ready, _, _ = select.select(socks, [], [], 5.0)
+        assert ready, "no reply within 5 s"
+        now = time.monotonic()
+        for i, sock in enumerate(socks):
+            if sock in ready:
+                chunk = sock.recv(4096)
+                assert chunk, "connection closed early"
+                received[i] += chunk
+                times[i] += [now] * (received[i].count(replies[i]) - len(times[i]))
     return times
 
 
@@ -132,8 +144,7 @@ def test_throttle_serialises_replies_across_connections(node: RedisNode) -> None
         # One write each, pipelined: the server answers all 20 at once.
         first.sendall(b"PING\r\n" * 10)
         second.sendall(b"ECHO abc\r\n" * 10)
-        pongs = _replies_arriving(first, 10, b"+PONG\r\n")
-        echoes = _replies_arriving(second, 10, b"$3\r\nabc\r\n")
+        pongs, echoes = _replies_arriving([first, second], 10, [b"+PONG\r\n", b"$3\r\nabc\r\n"])
     # One reply per 0.02 s over both connections: 20 replies take 0.38 s at
     # least, and they come one by one, not in one chunk.
     assert max(pongs[-1], echoes[-1]) - started >= 0.35
@@ -148,10 +159,10 @@ def test_heal_delivers_what_the_throttle_holds_at_once(node: RedisNode) -> None:
         time.sleep(0.3)  # the proxy holds them all by now
         node.heal()
         started = time.monotonic()
-        _replies_arriving(sock, 10, b"+PONG\r\n")
+        _replies_arriving([sock], 10, [b"+PONG\r\n"])
         assert time.monotonic() - started < 2.0
         sock.sendall(b"PING\r\n")  # and what follows is not throttled
-        _replies_arriving(sock, 1, b"+PONG\r\n")
+        _replies_arriving([sock], 1, [b"+PONG\r\n"])
 
 
 def test_reset_aborts_open_connections(node: RedisNode) -> None:

@@ -27,6 +27,7 @@ import json, os, signal, sys, time
 from redlock_async.testing import RedisNodes
 nodes = RedisNodes().start(3)
 print(json.dumps([[n.server.pid, str(n.server.dir)] for n in nodes]), flush=True)
+sys.stdin.readline()  # the test has seen them running: now die
 how = sys.argv[1]
 if how == "exit":
     os._exit(3)
@@ -76,17 +77,27 @@ def cleanup(servers: list[tuple[int, str]], proc: subprocess.Popen[bytes] | None
 
 
 def run_child(how: str) -> tuple[list[tuple[int, str]], subprocess.Popen[bytes]]:
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, how], stdout=subprocess.PIPE)
+    """Start the child, check its servers run, then tell it to die ``how``."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, how], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
     assert proc.stdout is not None
+    assert proc.stdin is not None
     servers = [(int(pid), d) for pid, d in json.loads(proc.stdout.readline())]
-    assert len(servers) == 3
+    try:
+        assert len(servers) == 3
+        assert all(_names(pid, d) for pid, d in servers)  # they run
+    except BaseException:
+        cleanup(servers, proc)
+        raise
+    proc.stdin.write(b"go\n")
+    proc.stdin.close()
     return servers, proc
 
 
 @pytest.mark.parametrize("how", ["exit", "sigterm", "sigkill"])
 def test_servers_end_with_their_process(how: str) -> None:
     servers, proc = run_child(how)
-    assert all(_names(pid, d) for pid, d in servers)  # they were running
     try:
         proc.wait(timeout=30)
         assert proc.returncode != 0

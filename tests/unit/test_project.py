@@ -54,7 +54,7 @@ def test_ci_runs_the_full_matrix_the_readme_shows() -> None:
     commands = readme_commands()
     assert len(commands) >= 4
     assert "--matrix" not in commands[1]
-    assert commands[3].endswith("pytest --matrix=full")
+    assert commands[3].endswith("pytest -n 2 --matrix=full")
     ci = (ROOT / ".ci" / "run").read_text()
     assert '"matrix": (3, "fourth")' in ci
     assert 'bash -c "$matrix_command"' in ci
