@@ -14,7 +14,13 @@ from ._core._asynconly import AsyncOnly
 from ._core._holderinfo import holder_tokens
 from ._core._lock import REDLOCKS, Holdings, Lock, LockKeywords, OnLost, Unset
 from ._engine import Engine, Node, TtlLedger
-from ._engine._build import NodeSpec, default_node_timeout, make_node, same_cluster
+from ._engine._build import (
+    NodeSpec,
+    all_connected,
+    default_node_timeout,
+    make_node,
+    same_cluster,
+)
 from ._engine.redispy._kinds import is_cluster
 from ._kinds._adopt import adopt, locked
 from ._kinds._caches import CommandsCache, OptionsCache
@@ -290,7 +296,9 @@ class Redlock(Inspection, AsyncOnly):
     def _check_clusters(self) -> None:
         """Refuse two cluster clients of one cluster, once they have connected."""
         clusters = self._clusters
-        if clusters is not None and same_cluster(clusters):  # raises if they overlap
+        # Host names are resolved once, when all have connected, not per call.
+        if clusters is not None and all_connected(clusters):
+            same_cluster(clusters)  # raises if two reach one cluster
             self._clusters = None
 
     async def aclose(self) -> None:

@@ -165,6 +165,15 @@ def _client_identity(client: Any) -> frozenset[Endpoint]:
     return node_identity(host, int(port))
 
 
+def all_connected(clusters: Sequence[tuple[str, object]]) -> bool:
+    """Whether every cluster client has learned its cluster's nodes (no I/O:
+    :func:`same_cluster` resolves host names, so it waits for this)."""
+    return all(
+        getattr(getattr(client, "nodes_manager", None), "nodes_cache", None)
+        for _, client in clusters
+    )
+
+
 def same_cluster(clusters: Sequence[tuple[str, object]]) -> bool:
     """Whether the cluster clients can all be told apart yet (all connected).
 
@@ -172,11 +181,7 @@ def same_cluster(clusters: Sequence[tuple[str, object]]) -> bool:
     would then cast two votes. Before a client has connected only its startup
     nodes are known, which other clients of its cluster may not share."""
     seen: dict[Endpoint, str] = {}
-    known = True
     for name, client in clusters:
-        manager = getattr(client, "nodes_manager", None)
-        if not getattr(manager, "nodes_cache", None):
-            known = False
         for host, port in _cluster_addresses(client):
             for endpoint in node_identity(host, port):
                 other = seen.get(endpoint)
@@ -187,7 +192,7 @@ def same_cluster(clusters: Sequence[tuple[str, object]]) -> bool:
                         f"{host}:{port}): one cluster would cast several votes"
                     )
                 seen[endpoint] = name
-    return known
+    return all_connected(clusters)
 
 
 def _cluster_addresses(client: Any, *, startup: bool = False) -> list[tuple[str, int]]:

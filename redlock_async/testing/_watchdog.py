@@ -18,7 +18,8 @@ server ends, not the process (a server started from a worker thread would die
 with the thread), and it cannot remove the directory.
 
 A pid can be reused after its server ended; the watchdog kills a pid only if
-its working directory is still the server's own, which is unique.
+its working directory (or, before it got there, its command line) is still
+the server's own directory, which is unique.
 """
 
 from __future__ import annotations
@@ -37,16 +38,30 @@ _INHERITED: list[subprocess.Popen[bytes]] = []
 
 
 def _names(pid: int, directory: str) -> bool:
-    """Whether process ``pid`` is still the server that uses ``directory``.
+    """Whether process ``pid`` is still the server that uses ``directory``
+    (a real path: no symlink in it).
 
-    Its working directory says so: redis-server changes into ``--dir`` at
-    start (its command line does not: it rewrites its process title)."""
+    Its working directory says so once redis-server has changed into
+    ``--dir``; until then its command line does (later it rewrites its
+    process title). Without /proc (macOS), ``ps`` tells whether the pid is
+    still a redis-server: a pid reused by another redis-server within the
+    run is the one case this cannot tell apart."""
+    proc = Path(f"/proc/{pid}")
+    if Path("/proc/self").exists():
+        try:
+            cwd = os.readlink(proc / "cwd")
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return False
+        # " (deleted)": the directory was removed under a server still running.
+        return cwd in (directory, directory + " (deleted)") or directory.encode() in cmdline
     try:
-        cwd = os.readlink(f"/proc/{pid}/cwd")
+        done = subprocess.run(
+            ["ps", "-o", "comm=", "-p", str(pid)], capture_output=True, text=True, check=False
+        )
     except OSError:
         return False
-    # " (deleted)": the directory was removed under a server still running.
-    return cwd in (directory, directory + " (deleted)")
+    return "redis-server" in done.stdout
 
 
 def _clean(servers: dict[str, set[int]]) -> None:
@@ -76,58 +91,75 @@ def main() -> None:
 
 
 class Watchdog:
-    """The parent's end: one watchdog process, started on first use."""
+    """The parent's end: one watchdog process, started on first use.
+
+    The pipe is a bare file descriptor written with ``os.write``: no buffer,
+    so no lock that a fork could catch held."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
+        self._fd = -1
         self._owner = 0
         # A forked child has the parent's pipe but must not write to the
         # parent's watchdog (its servers must die with *it*): start afresh.
         os.register_at_fork(after_in_child=self._forget)
 
     def _forget(self) -> None:
-        proc = self._proc
-        if proc is not None:
-            # Close our copy of the pipe (the parent's watchdog must still see
-            # end-of-file when the parent dies); keep the object, whose
-            # finalizer would warn of a process that was never ours.
-            _INHERITED.append(proc)
-            if proc.stdin is not None:
-                with contextlib.suppress(OSError):
-                    proc.stdin.close()
+        if self._fd >= 0:
+            # Close our copy: the parent's watchdog must still see
+            # end-of-file when the parent dies.
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+        if self._proc is not None:
+            # Kept: its finalizer would warn of a process that was never ours.
+            _INHERITED.append(self._proc)
         self._proc = None
+        self._fd = -1
         self._owner = 0
         self._lock = threading.Lock()
+
+    def _start(self) -> None:
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+        read, write = os.pipe()  # neither end is inherited by other children
+        try:
+            # -I: it must not import the project (or anything) from the cwd.
+            self._proc = subprocess.Popen(
+                [sys.executable, "-I", str(_SCRIPT)],
+                stdin=read,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                # Its own session: a signal to our process group does not
+                # reach it (it ignores them anyway, this is belt and braces).
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(write)
+            raise
+        finally:
+            os.close(read)
+        self._fd = write
+        self._owner = os.getpid()
 
     def _send(self, line: str) -> None:
         with self._lock:
             if self._proc is None or self._owner != os.getpid() or self._proc.poll() is not None:
-                # -I: it must not import the project (or anything) from the cwd.
-                self._proc = subprocess.Popen(
-                    [sys.executable, "-I", str(_SCRIPT)],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    # Its own session: a signal to our process group does not
-                    # reach it (it ignores them anyway, this is belt and braces).
-                    start_new_session=True,
-                )
-                self._owner = os.getpid()
-            stdin = self._proc.stdin
-            assert stdin is not None
+                self._start()
+            data = line.encode() + b"\n"
             with contextlib.suppress(OSError):
-                stdin.write(line.encode() + b"\n")
-                stdin.flush()
+                while data:
+                    data = data[os.write(self._fd, data) :]
 
     def watch(self, pid: int, directory: Path) -> None:
         """Kill ``pid`` and remove ``directory`` if this process ends first."""
-        self._send(f"+ {pid} {directory}")
+        self._send(f"+ {pid} {os.path.realpath(directory)}")
 
     def forget(self, directory: Path) -> None:
         """The server using ``directory`` was stopped normally."""
         if self._proc is not None and self._owner == os.getpid():
-            self._send(f"- {directory}")
+            self._send(f"- {os.path.realpath(directory)}")
 
     @property
     def pid(self) -> int | None:

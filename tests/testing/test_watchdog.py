@@ -56,7 +56,7 @@ def gone(servers: list[tuple[int, str]], within: float = 10.0) -> list[str]:
     """What is still there after ``within`` seconds: running servers, directories."""
     deadline = time.monotonic() + within
     while True:
-        left = [f"pid {pid}" for pid, d in servers if _names(pid, d)]
+        left = [f"pid {pid}" for pid, d in servers if _names(pid, os.path.realpath(d))]
         left += [d for _, d in servers if Path(d).exists()]
         if not left or time.monotonic() > deadline:
             return left
@@ -66,7 +66,7 @@ def gone(servers: list[tuple[int, str]], within: float = 10.0) -> list[str]:
 def cleanup(servers: list[tuple[int, str]], proc: subprocess.Popen[bytes] | None = None) -> None:
     """The test's own cleanup, for when the watchdog failed: kill what is left."""
     for pid, d in servers:
-        if _names(pid, d):
+        if _names(pid, os.path.realpath(d)):
             os.kill(pid, signal.SIGKILL)
     if proc is not None:
         if proc.poll() is None:
@@ -86,7 +86,7 @@ def run_child(how: str) -> tuple[list[tuple[int, str]], subprocess.Popen[bytes]]
     servers = [(int(pid), d) for pid, d in json.loads(proc.stdout.readline())]
     try:
         assert len(servers) == 3
-        assert all(_names(pid, d) for pid, d in servers)  # they run
+        assert all(_names(pid, os.path.realpath(d)) for pid, d in servers)  # they run
     except BaseException:
         cleanup(servers, proc)
         raise
