@@ -19,7 +19,7 @@ from ._engine._build import (
     all_connected,
     default_node_timeout,
     make_node,
-    same_cluster,
+    refuse_one_cluster_twice,
 )
 from ._engine.redispy._kinds import is_cluster
 from ._kinds._adopt import adopt, locked
@@ -73,9 +73,10 @@ def _build_nodes(
         built.append(node)
         if is_cluster(spec):
             clusters.append((node.name, spec))
-    # Two cluster clients given different startup nodes of one cluster are
-    # told apart only once both have connected: checked again then.
-    return built, clusters if len(clusters) > 1 and not same_cluster(clusters) else None
+    # The check above compared what each cluster client knows now. Two given
+    # different startup nodes of one cluster are told apart only once both
+    # have connected: checked again then (Redlock._check_clusters).
+    return built, clusters if len(clusters) > 1 and not all_connected(clusters) else None
 
 
 class Redlock(Inspection, AsyncOnly):
@@ -298,7 +299,7 @@ class Redlock(Inspection, AsyncOnly):
         clusters = self._clusters
         # Host names are resolved once, when all have connected, not per call.
         if clusters is not None and all_connected(clusters):
-            same_cluster(clusters)  # raises if two reach one cluster
+            refuse_one_cluster_twice(clusters)
             self._clusters = None
 
     async def aclose(self) -> None:

@@ -167,32 +167,27 @@ def _client_identity(client: Any) -> frozenset[Endpoint]:
 
 def all_connected(clusters: Sequence[tuple[str, object]]) -> bool:
     """Whether every cluster client has learned its cluster's nodes (no I/O:
-    :func:`same_cluster` resolves host names, so it waits for this)."""
+    :func:`refuse_one_cluster_twice` resolves host names, so it waits for this)."""
     return all(
         getattr(getattr(client, "nodes_manager", None), "nodes_cache", None)
         for _, client in clusters
     )
 
 
-def same_cluster(clusters: Sequence[tuple[str, object]]) -> bool:
-    """Whether the cluster clients can all be told apart yet (all connected).
-
-    Raises ConfigurationError when two of them reach one cluster: one shard
-    would then cast two votes. Before a client has connected only its startup
-    nodes are known, which other clients of its cluster may not share."""
+def refuse_one_cluster_twice(clusters: Sequence[tuple[str, object]]) -> None:
+    """Raise ConfigurationError when two cluster clients reach one cluster
+    (one shard would cast two votes); call once :func:`all_connected`, when
+    each client knows every node of its cluster, not only its startup nodes."""
     seen: dict[Endpoint, str] = {}
     for name, client in clusters:
-        for host, port in _cluster_addresses(client):
-            for endpoint in node_identity(host, port):
-                other = seen.get(endpoint)
-                if other is not None and other != name:
-                    raise ConfigurationError(
-                        f"nodes lists the same Redis Cluster twice: {other!r} and {name!r} "
-                        "(both reach its node "
-                        f"{host}:{port}): one cluster would cast several votes"
-                    )
-                seen[endpoint] = name
-    return all_connected(clusters)
+        identity = _client_identity(client)
+        other = next((seen[endpoint] for endpoint in identity if endpoint in seen), None)
+        if other is not None:
+            raise ConfigurationError(
+                f"nodes lists the same Redis Cluster twice: {other!r} and {name!r} "
+                "reach the same nodes: one cluster would cast several votes"
+            )
+        seen.update(dict.fromkeys(identity, name))
 
 
 def _cluster_addresses(client: Any, *, startup: bool = False) -> list[tuple[str, int]]:

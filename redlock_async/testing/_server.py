@@ -174,7 +174,9 @@ class RedisServer:
         if binary is None:
             raise RuntimeError(f"{INSTALL_HINT} ({self.executable!r} not found)")
         if self.dir is None:
-            self.dir = Path(tempfile.mkdtemp(prefix="redlock-node-"))
+            # Resolved: the server's cwd (how the watchdog knows it) is the
+            # real path, and a symlinked TMPDIR must not make the two differ.
+            self.dir = Path(tempfile.mkdtemp(prefix="redlock-node-")).resolve()
         if not self.port:
             self.port = free_port()
         args = [
