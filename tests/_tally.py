@@ -40,6 +40,9 @@ class _Group:
     def resend(self, tally: Tally, index: int, reply: NodeError) -> None:
         raise AssertionError("a plain command is never resent")
 
+    def stale(self, index: int) -> NodeError:
+        return NodeError(f"n{index}: STALE")
+
 
 _LOOP = asyncio.new_event_loop()  # futures need a loop; it never runs
 

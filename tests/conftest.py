@@ -174,8 +174,17 @@ async def redlock(make_redlock: MakeRedlock) -> Redlock:
 
 
 def lock_keys(nodes: Sequence[RedisNode], pattern: str = "redlock:*") -> list[list[bytes]]:
-    """Every node's keys matching ``pattern`` (read straight from the server)."""
-    return [sorted(_as_bytes(key) for key in node.client().keys(pattern)) for node in nodes]
+    """Every node's keys matching ``pattern`` (read straight from the server),
+    but the prefix's epoch record (``<prefix>~epoch``: one per prefix, kept
+    for good, as the node's identity; docs/keys.md)."""
+    return [
+        sorted(
+            key
+            for key in map(_as_bytes, node.client().keys(pattern))
+            if not key.endswith(b"~epoch")
+        )
+        for node in nodes
+    ]
 
 
 def _as_bytes(value: bytes | str) -> bytes:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ._errors import ConfigurationError
 
-__all__ = ["KeyLayout", "check_name", "check_prefix", "lock_key"]
+__all__ = ["KeyLayout", "check_name", "check_prefix", "epoch_key", "lock_key"]
 
 _ESCAPES = str.maketrans({"%": "%25", "{": "%7B", "}": "%7D"})
 
@@ -59,6 +59,13 @@ def lock_key(prefix: str, name: str) -> bytes:
         raise ConfigurationError(
             f"name {name!r} cannot be encoded as UTF-8 for a Redis key: {exc.reason}"
         ) from None
+
+
+def epoch_key(prefix: str) -> bytes:
+    """A node's epoch and restart record for every name under ``prefix``: a hash
+    with no expiry (``lua/_epoch.lua``, which spells it from a lock key's
+    prefix: the two must agree)."""
+    return f"{prefix}~epoch".encode()
 
 
 class KeyLayout:

@@ -112,6 +112,14 @@ async def acquire(
     outage = None if oneshot or unavailable is None else Outage(unavailable)
     # An attempt may outlive the deadline only if its votes may take longer.
     span = vote_limit(engine.config.node_timeout)
+    epochs = engine.epochs
+    if not epochs.ready:
+        # This Redlock's first grant: read the nodes' epochs first (one round
+        # trip; _engine/_epochs.py), decided within a vote's bound like any
+        # fan-out - node_timeout when a node is silent - and no longer than
+        # the caller's deadline allows.
+        wait = span if deadline is None else min(span, max(0.0, deadline - engine.clock()))
+        await epochs.first(wait)
     try:
         while True:
             # One attempt, inlined: no coroutine per attempt on the hot path.

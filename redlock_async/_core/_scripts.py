@@ -7,7 +7,7 @@ EVAL only when the node answers NOSCRIPT.
 
 from __future__ import annotations
 
-from .._engine import SERVER_ID, Script
+from .._engine import CENSUS, SERVER_ID, Script
 
 __all__ = [
     "ACQUIRE",
@@ -33,23 +33,23 @@ __all__ = [
 ]
 
 
-ACQUIRE = Script.load("acquire", grants=True, fences=True)
+ACQUIRE = Script.load("acquire", grants=True, fences=True, views=True)
 RELEASE = Script.load("release")
-EXTEND = Script.load("extend")
-EXTEND_MANY = Script.load("extend_many")
-READ_ACQUIRE = Script.load("rw_read_acquire", grants=True)
+EXTEND = Script.load("extend", views=True)
+EXTEND_MANY = Script.load("extend_many", views=True)
+READ_ACQUIRE = Script.load("rw_read_acquire", grants=True, views=True)
 READ_RELEASE = Script.load("rw_read_release")
-READ_EXTEND = Script.load("rw_read_extend")
-WRITE_ACQUIRE = Script.load("rw_write_acquire", grants=True, fences=True)
-FAIR_ACQUIRE = Script.load("fair_acquire", grants=True, fences=True)
+READ_EXTEND = Script.load("rw_read_extend", views=True)
+WRITE_ACQUIRE = Script.load("rw_write_acquire", grants=True, fences=True, views=True)
+FAIR_ACQUIRE = Script.load("fair_acquire", grants=True, fences=True, views=True)
 FAIR_LEAVE = Script.load("fair_leave")
 FENCE_RAISE = Script.load("fence_raise")
 LOCKED = Script.load("locked")
 HOLDER = Script.load("holder")
-MULTI_ACQUIRE = Script.load("multi_acquire", grants=True)
+MULTI_ACQUIRE = Script.load("multi_acquire", grants=True, views=True)
 MULTI_RELEASE = Script.load("multi_release")
-MULTI_EXTEND = Script.load("multi_extend")
-SEM_ACQUIRE = Script.load("sem_acquire", grants=True)
+MULTI_EXTEND = Script.load("multi_extend", views=True)
+SEM_ACQUIRE = Script.load("sem_acquire", grants=True, views=True)
 SEM_RELEASE = Script.load("sem_release")
 
 ALL_SCRIPTS: tuple[Script, ...] = (
@@ -72,6 +72,7 @@ ALL_SCRIPTS: tuple[Script, ...] = (
     SEM_ACQUIRE,
     SEM_RELEASE,
     SERVER_ID,
+    CENSUS,
 )
 """The scripts a lock's nodes run: every node driver is handed these."""
 

@@ -22,7 +22,9 @@ pipelined writes, the deadline queue) stays behind these names.
 from ._admission import Admission
 from ._engine import Engine, TokenPool
 from ._node import (
+    CENSUS,
     SERVER_ID,
+    STALE,
     Call,
     Command,
     Node,
@@ -37,7 +39,9 @@ from ._tally import Tally, is_yes, quorum_of, vote_limit
 from ._wake import Subscription, Waiting
 
 __all__ = [
+    "CENSUS",
     "SERVER_ID",
+    "STALE",
     "Admission",
     "Call",
     "Command",

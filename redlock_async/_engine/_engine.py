@@ -18,10 +18,12 @@ from collections.abc import Callable, Sequence
 
 from .._base._config import RedlockConfig
 from .._base._errors import NodeError, RedlockError
+from .._base._keys import epoch_key
 from .._base._observe import NODE, telemetry, warn
 from ._admission import LIMIT, Admission
 from ._cleanups import Cleanups
 from ._drain import drain
+from ._epochs import Epochs
 from ._node import Command, Node, Unsent
 from ._quorum import Quorum
 from ._restarts import TtlLedger
@@ -103,6 +105,8 @@ class Engine:
         # Metrics and spans when opentelemetry-api is installed (None: off).
         self.telemetry = telemetry(config.telemetry, config.telemetry_lock_names)
         self._quorum.on_error = self._node_failed
+        # The nodes' epochs: who may have lost grants still valid (_epochs.py).
+        self.epochs = Epochs(self._quorum, epoch_key(config.prefix), config.drift_factor)
         # Also told of every node failure, granted attempts' included: the
         # CLI's bench counts them by type (failure path only, never the hot one).
         self.error_listeners: list[Callable[[str, NodeError], None]] = []
@@ -132,6 +136,7 @@ class Engine:
     def close(self) -> None:
         self.closing = True
         self.closed = True
+        self.epochs.close()  # a first grant waiting for a census goes on
         self.cleanups.flush()  # still queued: out now, to land as the nodes close
         self._quorum.close()
 
@@ -155,6 +160,7 @@ class Engine:
             node.reset()
         self.admission = Admission(self._limit)  # waiters of the old loop are gone with it
         self.cleanups.reset()
+        self.epochs.reset()
         if self.wake is not None:
             self.wake.reset()
         for listener in self.on_rehome:

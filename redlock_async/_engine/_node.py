@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Protocol
 
@@ -59,24 +59,46 @@ class Script:
     source: bytes
     sha: bytes  # lowercase hex digest, as EVALSHA and SCRIPT LOAD spell it
     grants: bool = False  # a yes vote creates a grant (a quarantined node's does not count)
+    views: bool = False  # takes the caller's view of the nodes' epochs as its last argument
+    cluster: Script | None = field(default=None, repr=False, compare=False)
+    """What a Redis Cluster node runs instead (None: this script): the
+    epoch record lies outside a cluster script's slot (``lua/_epoch.lua``)."""
 
     @classmethod
-    def load(cls, name: str, *, grants: bool = False, fences: bool = False) -> Script:
-        """Read ``lua/<name>.lua``; ``fences``: prepend ``lua/_fence.lua`` (next_fence)."""
+    def load(
+        cls, name: str, *, grants: bool = False, fences: bool = False, views: bool = False
+    ) -> Script:
+        """Read ``lua/<name>.lua``; ``fences``: prepend ``lua/_fence.lua`` (next_fence);
+        ``views``: prepend ``lua/_epoch.lua`` (the script grants or renews: it
+        checks the caller's view and raises the restart record)."""
         lua = resources.files("redlock_async").joinpath("lua")
         source = lua.joinpath(f"{name}.lua").read_bytes()
         if fences:
             # One copy of the fencing counter step for every script that
             # hands out tokens (a local function, defined before its use).
             source = lua.joinpath("_fence.lua").read_bytes() + source
-        return cls(name, source, hashlib.sha1(source).hexdigest().encode(), grants)
+        if not views:
+            return cls(name, source, _sha(source), grants)
+        plain = lua.joinpath("_epoch.lua").read_bytes() + source
+        cluster = lua.joinpath("_epoch_cluster.lua").read_bytes() + source
+        twin = cls(name, cluster, _sha(cluster), grants, True)
+        return cls(name, plain, _sha(plain), grants, True, twin)
 
     def __repr__(self) -> str:
         return f"Script({self.name!r}, sha={self.sha.decode()})"
 
 
+def _sha(source: bytes) -> bytes:
+    return hashlib.sha1(source).hexdigest().encode()
+
+
 SERVER_ID = Script.load("server_id")
 """Reads the node's run id and uptime (restart detection)."""
+CENSUS = Script.load("census")
+"""Reads the node's epoch and restart record (``_epochs.py``)."""
+
+STALE = -9
+"""What a script that takes a view answers when the node's epoch is not in it."""
 
 
 class Unsent:
@@ -112,15 +134,18 @@ class Command:
     ``packed`` caches the wire encoding, so a driver that speaks RESP itself
     encodes the command once per fan-out rather than once per node.
     ``grants`` copies ``script.grants``: the tally tests it on every reply.
+    ``view``: the fan-out still has to append its view of the nodes' epochs
+    to ``args`` (``Quorum.fanout``, once).
     """
 
-    __slots__ = ("args", "grants", "keys", "packed", "script")
+    __slots__ = ("args", "grants", "keys", "packed", "script", "view")
 
     def __init__(self, script: Script, keys: Sequence[bytes], args: Sequence[Arg]) -> None:
         self.script = script
         self.keys = keys
         self.args = args
         self.grants = script.grants
+        self.view = script.views
         self.packed: bytes | None = None
 
     def __repr__(self) -> str:

@@ -20,7 +20,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from .._base._errors import NodeError, RedlockError
 from ._node import Command, Node, Reply
@@ -31,6 +31,12 @@ from ._tally import PENDING, SKIPPED, Tally, quorum_of
 RunAll = Callable[[Sequence[Any], Command, Tally], None]
 
 __all__ = ["Quorum"]
+
+
+class Stale(Protocol):
+    """Who hears of a STALE answer (``_epochs.Epochs``)."""
+
+    def stale(self, index: int) -> NodeError: ...
 
 
 class Quorum:
@@ -47,6 +53,11 @@ class Quorum:
         self.need = quorum_of(self.n)
         self.node_timeout = node_timeout
         self.on_error: Callable[[int, NodeError], None] | None = None  # see Group.on_error
+        # The nodes' epochs as the last census read them, appended to every
+        # command whose script takes it (granting and renewing ones), and
+        # who reads them again when a node answers STALE (set by the engine).
+        self.view = b","
+        self.epochs: Stale | None = None
         watches = tuple(node.restarts for node in self.nodes)
         self.watches = None if all(w is None for w in watches) else watches
         for index, node in enumerate(self.nodes):
@@ -115,6 +126,9 @@ class Quorum:
         loop: asyncio.AbstractEventLoop | None = self._loop
         if loop is None or loop._thread_id != _get_ident():  # type: ignore[attr-defined]
             loop = self._bind_loop()
+        if command.view:
+            command.view = False  # once: a command is sent to every node at most once
+            command.args = (*command.args, self.view)
         if tally is None:
             tally = Tally(self, command, self._new_future(), self._now() + self.node_timeout)
         else:  # held back until now (_cleanups.py): its votes are timed from this send
@@ -247,6 +261,11 @@ class Quorum:
 
     def resend(self, tally: Tally, index: int, reply: NodeError) -> None:
         resend(self, tally, index, reply)
+
+    def stale(self, index: int) -> NodeError:
+        if self.epochs is None:  # no engine over this quorum (unit tests)
+            return NodeError(f"{self.nodes[index].name}: lost its data (STALE)")
+        return self.epochs.stale(index)
 
     def close(self) -> None:
         self.closed = True

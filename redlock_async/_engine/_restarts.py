@@ -1,11 +1,14 @@
 """Quarantine of nodes that restarted, the Redlock paper's crash-recovery rule.
 
 A node that restarts without its data could grant a second holder while a
-first grant is still valid. So when a node's ``run_id`` changes (seen on each
-new connection), its yes votes do not count until the longest ttl granted
-through this Redlock has passed since it came back. Strict mode also
-quarantines a node whose uptime is below a grace period, for grants made by
-other processes that this Redlock never saw.
+first grant is still valid. Which grants it may have held, only the other
+nodes know: the epochs census (``_epochs.py``) reads them and marks the node
+``suspect`` for as long as one of those grants may live, whoever made it,
+with any ttl. This watch adds what the server's ``run_id`` (seen on each new
+connection) tells: a restart this Redlock sees keeps the node's votes out
+for ``MIN_QUARANTINE`` at least (fencing tokens). Strict mode
+(``quarantine_grace``) also quarantines a node whose uptime is below a grace
+period: an extra margin.
 
 Drivers only report what they see of the server (``observe``,
 ``observe_fields``, ``unknown``): the lean driver reads ``INFO server`` on
@@ -27,11 +30,12 @@ from __future__ import annotations
 import logging
 import math
 import re
+from collections.abc import Callable
 from typing import TypeVar
 
 from .._base._errors import NodeError, NodeResponseError
 
-__all__ = ["Restarts", "TtlLedger"]
+__all__ = ["MIN_QUARANTINE", "Restarts", "TtlLedger", "restart_span"]
 
 _Reply = TypeVar("_Reply")
 
@@ -48,8 +52,7 @@ UPTIME_RESOLUTION = 1.0
 # The shortest quarantine of a restarted node. Fencing counters resume at the
 # node's clock in whole seconds (lua/_fence.lua): two seconds after a restart
 # that clock is past every token handed out before it, as long as node clocks
-# agree within one second (docs/fencing.md). Lock grants alone need only the
-# longest ttl.
+# agree within one second (docs/fencing.md). Lock grants are the census's.
 MIN_QUARANTINE = 2.0
 
 _DOCS = "docs/security.md"  # where messages send operators for the fix
@@ -72,8 +75,8 @@ class Restarts:
     """Restart detection and quarantine for one node."""
 
     __slots__ = (
-        "_blind", "_cause", "_failover", "_grace", "_ledger", "_name", "_quarantine", "run_id",
-        "until",
+        "_blind", "_cause", "_failover", "_grace", "_ledger", "_name", "_quarantine",
+        "on_restart", "run_id", "until",
     )  # fmt: skip
 
     def __init__(
@@ -87,6 +90,9 @@ class Restarts:
         self._ledger = ledger
         self._grace = grace
         self.run_id: bytes | None = None
+        # Told when the run_id changes (the epochs census: a server restarted
+        # from disk, or a promoted replica, gets a new epoch there).
+        self.on_restart: Callable[[], None] | None = None
         # Loop time until which yes votes do not count; 0: none; inf: restarts
         # cannot be detected. The engine consults vote() only when it is
         # truthy, so the fine case costs one attribute test per granting yes.
@@ -140,10 +146,10 @@ class Restarts:
             # have forgotten last at most the longest ttl from then. A
             # promoted replica may have been up for long, yet lack the old
             # primary's last grants: the span runs from now.
-            span = max(self._ledger.longest, MIN_QUARANTINE) - (
-                0.0 if self._failover else up_at_least
-            )
+            span = restart_span(self._ledger) - (0.0 if self._failover else up_at_least)
             why = "failed over" if self._failover else "restarted"
+            if self.on_restart is not None:
+                self.on_restart()
         elif self._grace is not None and up_at_least < self._grace:
             span = self._grace - up_at_least
             why = f"up for only {uptime:.0f}s (strict mode)"
@@ -153,6 +159,13 @@ class Restarts:
                 "redlock_async: %s %s; its votes do not count for %.1fs", self._name, why, span
             )
         self.until = self._quarantine
+
+    def suspect(self, until: float) -> None:
+        """A census found grants this node may have lost: its yes votes do not
+        count before loop time ``until`` (``_epochs.py``)."""
+        self._quarantine = max(self._quarantine, until)
+        if self._blind is None:
+            self.until = self._quarantine
 
     def vote(self, reply: _Reply, now: float) -> _Reply | NodeError:
         """A granting script's reply from this node: a yes is refused while
@@ -170,3 +183,15 @@ class Restarts:
                 f"{self._name} is quarantined after a restart for {self.until - now:.1f}s more"
             )
         return reply
+
+
+def restart_span(ledger: TtlLedger) -> float:
+    """How long a restart this Redlock saw keeps the node's votes out at the
+    least: ``MIN_QUARANTINE``, for fencing tokens, and for the census it
+    triggers to land (the census gives a server restarted from disk, or a
+    promoted replica, a new epoch: ``lua/census.lua``). Grants are covered by
+    the census (``_epochs.py``), whatever their ttl and whoever made them.
+    Looked up at call time: the fault suite's mutant ``per-redlock-restart-rule``
+    swaps it for the rule before the census (the longest ttl this Redlock
+    granted) and turns the census's findings off."""
+    return MIN_QUARANTINE

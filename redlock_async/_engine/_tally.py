@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from .._base._errors import NodeError, NodeTimeoutError
-from ._node import Command, Node, Reply, stall_limit
+from ._node import STALE, Command, Node, Reply, stall_limit
 from ._restarts import Restarts
 
 __all__ = ["PENDING", "SKIPPED", "Group", "Tally", "is_yes", "quorum_of", "vote_limit"]
@@ -77,6 +77,10 @@ class Group(Protocol):
 
     def resend(self, tally: Tally, index: int, reply: NodeError) -> None:
         """Node ``index`` failed ``tally``'s command: send it again if that may help."""
+        ...
+
+    def stale(self, index: int) -> NodeError:
+        """Node ``index`` answered STALE: the failure to record (a census is due)."""
         ...
 
 
@@ -176,9 +180,8 @@ class Tally:
         watches = self.watches
         answer = reply
         if watches is not None:
-            # Restart quarantine, applied here for every driver (_restarts.py):
-            # a restarted or unwatchable node's yes to a granting script fails
-            # (vote() leaves every other reply as it is).
+            # Restart quarantine, for every driver (_restarts.py): a restarted or
+            # unwatchable node's yes to a granting script fails (a no stays).
             watch = watches[index]
             if watch is not None and watch.until:
                 reply = watch.vote(reply, asyncio.get_running_loop().time())
@@ -188,13 +191,15 @@ class Tally:
             if not self._yes_short and not self.decided.done():
                 self.decided.set_result(True)
         else:
+            if reply == STALE and type(reply) is int:  # it lost its data: _epochs.py
+                reply = replies[index] = self.group.stale(index)
             if not isinstance(reply, NodeError):
                 self.no += 1  # a refusal (failures are counted from replies)
             else:
                 if self.resend_until and self.command is not None:
                     self.group.resend(self, index, reply)
                 on_error = self.group.on_error
-                # Not a quarantined yes (the node answered; _restarts.py says why).
+                # Not a quarantined yes nor a STALE (the node answered; logged elsewhere).
                 if on_error is not None and reply is answer and reply is not SKIPPED:
                     on_error(index, reply)
             self._no_short -= 1
@@ -202,8 +207,7 @@ class Tally:
                 self.decided.set_result(False)
         self.missing -= 1
         if not self.missing:
-            # Every node is done with the command; a grant keeps its acquire
-            # tally for as long as it is held, and need not keep this too.
+            # Every node is done; a grant keeps its acquire tally, not the command.
             self.command = None
             if self.due is not None:
                 # Leave the deadline queue at once: a tally held there until its

@@ -35,7 +35,7 @@ from .._core._holderinfo import TOKEN
 from .._core._lock import Lock
 from .._core._refusal import answers
 from .._core._scripts import LOCKED
-from .._engine import Command, Engine, Tally
+from .._engine import Command, Engine, Tally, vote_limit
 from ._multilock import TOKEN_PREFIX
 
 __all__ = ["adopt", "locked", "verdict"]
@@ -77,6 +77,10 @@ async def adopt(lock: Lock, commands: ExclusiveCommands, engine: Engine, token: 
     """
     raw = check_token(token)
     engine.check_open()
+    if not engine.epochs.ready:
+        # This Redlock's first renewal: the view of the nodes' epochs it
+        # carries comes from a census (_engine/_epochs.py), one round trip.
+        await engine.epochs.first(vote_limit(engine.config.node_timeout))
     ttl = lock.options.ttl
     engine.ttls.granted(ttl)  # a restart seen from now on must cover this grant
     started = engine.clock()

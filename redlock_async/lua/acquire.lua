@@ -11,7 +11,15 @@
 --      next_fence (_fence.lua, prepended): this node's candidate token
 --   0  the key exists (held by another grant, or a foreign key of any type):
 --      nothing was written
+--
+-- ARGV[#ARGV]  last of all: the caller's view of the nodes' epochs (_epoch.lua,
+--   prepended). A node whose epoch is not in it answers -9 (STALE) and does
+--   nothing else; every yes raises the view's restart record.
+if not epoch_known(ARGV[#ARGV]) then
+    return -9 -- STALE: this node lost its data since the caller's census
+end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+    epoch_raise(ARGV[#ARGV], ARGV[2])
     if KEYS[2] then
         return next_fence(KEYS[2])
     end

@@ -25,6 +25,13 @@
 -- The client sends at most about a thousand keys per call, so that one
 -- call keeps the node busy for a millisecond or two. Keys of any hash slot:
 -- the client batches only on nodes that are not a Redis Cluster.
+--
+-- ARGV[#ARGV]  last of all: the caller's view of the nodes' epochs (_epoch.lua,
+--   prepended). A node whose epoch is not in it answers -9 (STALE) and does
+--   nothing else; every yes raises the view's restart record.
+if not epoch_known(ARGV[#ARGV]) then
+    return -9 -- STALE: this node lost its data since the caller's census
+end
 local function failed(reply)
     return type(reply) == 'table' and reply.err ~= nil
 end
@@ -40,6 +47,7 @@ local function extend_string(key, token, ttl)
     if redis.call('PTTL', key) < tonumber(ttl) then
         redis.call('PEXPIRE', key, ttl)
     end
+    epoch_raise(ARGV[#ARGV], ttl)
     return 1
 end
 
@@ -65,6 +73,7 @@ local function extend_reader(key, token, ttl)
     if redis.call('PTTL', key) < ms then
         redis.call('PEXPIRE', key, ms)
     end
+    epoch_raise(ARGV[#ARGV], ttl)
     return 1
 end
 

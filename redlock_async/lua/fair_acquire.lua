@@ -25,6 +25,13 @@
 -- Every call enqueues the waiter (if new) and refreshes its heartbeat, and
 -- prunes dead waiters, so a node that missed an enqueue catches up on the
 -- next attempt. A reader may join when no writer is queued ahead of it.
+--
+-- ARGV[#ARGV]  last of all: the caller's view of the nodes' epochs (_epoch.lua,
+--   prepended). A node whose epoch is not in it answers -9 (STALE) and does
+--   nothing else; every yes raises the view's restart record.
+if not epoch_known(ARGV[#ARGV]) then
+    return -9 -- STALE: this node lost its data since the caller's census
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local id, hb = ARGV[3], tonumber(ARGV[5])
@@ -71,6 +78,7 @@ else
     end
     redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
 end
+epoch_raise(ARGV[#ARGV], ARGV[2])
 redis.call('ZREM', KEYS[3], id)
 redis.call('ZREM', KEYS[4], id)
 if KEYS[5] and kind ~= 'r:' then

@@ -21,6 +21,13 @@
 -- Each key's expiry is only ever raised, never lowered, as in extend.lua
 -- (which says why): another live copy of the grant may have asked for a
 -- later one and report the set held until then.
+--
+-- ARGV[#ARGV]  last of all: the caller's view of the nodes' epochs (_epoch.lua,
+--   prepended). A node whose epoch is not in it answers -9 (STALE) and does
+--   nothing else; every yes raises the view's restart record.
+if not epoch_known(ARGV[#ARGV]) then
+    return -9 -- STALE: this node lost its data since the caller's census
+end
 for i = 1, #KEYS do
     if redis.call('GET', KEYS[i]) ~= ARGV[1] then
         return 0
@@ -32,4 +39,5 @@ for i = 1, #KEYS do
         redis.call('PEXPIRE', KEYS[i], ARGV[2])
     end
 end
+epoch_raise(ARGV[#ARGV], ARGV[2])
 return 1

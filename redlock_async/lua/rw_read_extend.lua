@@ -14,6 +14,13 @@
 -- live copy of this read grant may have asked for a later expiry and report
 -- it held until then (extend.lua says why). Compared in Lua, as ZADD GT needs
 -- Redis 6.2.
+--
+-- ARGV[#ARGV]  last of all: the caller's view of the nodes' epochs (_epoch.lua,
+--   prepended). A node whose epoch is not in it answers -9 (STALE) and does
+--   nothing else; every yes raises the view's restart record.
+if not epoch_known(ARGV[#ARGV]) then
+    return -9 -- STALE: this node lost its data since the caller's census
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[2])
@@ -28,4 +35,5 @@ end
 if redis.call('PTTL', KEYS[1]) < ttl then
     redis.call('PEXPIRE', KEYS[1], ttl)
 end
+epoch_raise(ARGV[#ARGV], ARGV[2])
 return 1

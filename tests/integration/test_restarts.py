@@ -45,10 +45,10 @@ async def test_a_node_that_restarted_empty_cannot_grant_twice(
     await second.release()
 
 
-async def test_strict_mode_protects_grants_this_redlock_never_saw(
+async def test_a_redlock_that_never_saw_the_grant_is_protected_strict_or_not(
     make_redlock: MakeRedlock, redis_nodes: RedisNodes
 ) -> None:
-    n1, n2, n3 = redis_nodes
+    n1, _, n3 = redis_nodes
     n3.kill()
     holder_side = make_redlock()
     first = holder_side.lock("job", ttl=2.0, auto_extend=False)
@@ -56,12 +56,10 @@ async def test_strict_mode_protects_grants_this_redlock_never_saw(
     n1.kill()
     n1.restart()
     n3.restart()
-    # A fresh Redlock has no run_id history: only strict mode can tell.
+    # A fresh Redlock has no run_id history, yet the epochs census protects
+    # it by default (issue 25; test_restart_rule.py): strict mode is a margin.
     lenient = make_redlock()
-    assert await lenient.lock("job", ttl=2.0, auto_extend=False).acquire(blocking=False)
-    for node in redis_nodes:  # undo what the lenient one was wrongly granted
-        node.client().delete(b"redlock:{job}")
-    n2.client().set(b"redlock:{job}", b"first", px=2000)
+    assert not await lenient.lock("job", ttl=2.0, auto_extend=False).acquire(blocking=False)
     strict = make_redlock(quarantine_grace=1.5)
     lock = strict.lock("job", ttl=2.0, auto_extend=False)
     assert not await lock.acquire(blocking=False)
@@ -118,7 +116,7 @@ async def test_a_vote_resent_as_eval_is_still_quarantined(
         # on dead pooled connections: not yes votes either.)
         assert isinstance(replies[0], NodeError)
         assert isinstance(replies[0], NodeConnectionError) or any(
-            word in str(replies[0]) for word in ("quarantined", "NOSCRIPT")
+            word in str(replies[0]) for word in ("quarantined", "NOSCRIPT", "epoch changed")
         )
         seen.append(str(replies[0]))
         await lock.release()

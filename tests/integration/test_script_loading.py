@@ -61,8 +61,9 @@ async def test_a_new_connection_loads_only_the_scripts_it_runs(redis_nodes: Redi
         assert await eventually(lambda: replies == [1, 1, 1])  # every node, first attempt
         await lock.release()
         await settle(0.1)
+        # census.lua (the Redlock's first grant reads the nodes' epochs),
         # acquire.lua and release.lua, each once, on each node.
-        assert [script_loads(node) for node in redis_nodes] == [2, 2, 2]
+        assert [script_loads(node) for node in redis_nodes] == [3, 3, 3]
         assert [noscripts(node) for node in redis_nodes] == [0, 0, 0]
 
 
@@ -109,7 +110,9 @@ async def test_a_new_connection_loads_the_scripts_in_use(redis_nodes: RedisNodes
             await lock.release()
         await settle(0.1)
         assert noscripts(redis_nodes[0]) == 0
-        assert script_loads(redis_nodes[0]) == 4  # twice: before the flush, after it
+        # The three in use (census.lua, acquire.lua, release.lua) twice:
+        # before the flush, and on the new connection.
+        assert script_loads(redis_nodes[0]) == 6
 
 
 async def test_a_flushed_cache_is_loaded_again_once(redis_nodes: RedisNodes) -> None:
@@ -130,8 +133,9 @@ async def test_a_flushed_cache_is_loaded_again_once(redis_nodes: RedisNodes) -> 
         # Every acquire, on every node (a release sent where the NOSCRIPT had
         # not come back yet gets one too, and is resent as EVAL).
         assert await eventually(lambda: all(noscripts(n) >= 50 for n in redis_nodes))
-        # acquire.lua and release.lua before the flush, and once more after.
-        assert await eventually(lambda: all(script_loads(n) == 4 for n in redis_nodes))
+        # census.lua, acquire.lua and release.lua before the flush, and once
+        # more after.
+        assert await eventually(lambda: all(script_loads(n) == 6 for n in redis_nodes))
         again = redlock.lock("again", ttl=5.0, auto_extend=False)
         assert await again.acquire(blocking=False)
         await again.release()

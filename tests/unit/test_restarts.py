@@ -24,17 +24,16 @@ def test_first_sight_is_not_a_restart() -> None:
     assert restarts.vote(1, 100.0) == 1
 
 
-@pytest.mark.parametrize("uptime", [0.0, 1.0, 2.0, 3.0])
-def test_a_restart_is_quarantined_for_the_longest_ttl_from_the_earliest_start(
-    uptime: float,
-) -> None:
+@pytest.mark.parametrize("uptime", [0.0, 1.0, 2.0])
+def test_a_restart_is_quarantined_from_the_earliest_start(uptime: float) -> None:
+    # MIN_QUARANTINE, whatever the ttls: grants are the census's (test_epochs.py).
     restarts = _watched(longest=4.0)
     restarts.observe_fields(b"a" * 40, 50.0, now=90.0)
     restarts.observe_fields(b"b" * 40, uptime, now=100.0)
     # Redis's whole-second uptime can overstate by up to a second: the server
     # may have come back as late as now - (uptime - 1).
     earliest_start = 100.0 - max(0.0, uptime - UPTIME_RESOLUTION)
-    assert restarts.until == pytest.approx(earliest_start + 4.0)
+    assert restarts.until == pytest.approx(earliest_start + MIN_QUARANTINE)
     assert isinstance(restarts.vote(1, restarts.until - 0.01), NodeError)
     assert restarts.vote(0, restarts.until - 0.01) == 0  # a no vote stays a no
     assert restarts.vote(1, restarts.until) == 1
@@ -46,7 +45,7 @@ def test_uptime_rounded_up_does_not_shorten_the_quarantine() -> None:
     restarts.observe_fields(b"a" * 40, 9.0, now=0.0)
     restarts.observe_fields(b"b" * 40, 1.0, now=10.0)
     started = 10.0 - 0.02
-    assert restarts.until >= started + 4.0
+    assert restarts.until >= started + MIN_QUARANTINE
 
 
 def test_a_restart_long_ago_is_not_quarantined() -> None:
@@ -70,7 +69,7 @@ def test_info_text_is_parsed() -> None:
     restarts.observe(b"# Server\r\nrun_id:abc123\r\nuptime_in_seconds:9\r\n", now=0.0)
     restarts.observe(b"# Server\r\nrun_id:def456\r\nuptime_in_seconds:0\r\n", now=1.0)
     assert restarts.run_id == b"def456"
-    assert restarts.until == pytest.approx(5.0)
+    assert restarts.until == pytest.approx(1.0 + MIN_QUARANTINE)
 
 
 def test_a_restart_is_quarantined_long_enough_for_fencing_clocks() -> None:
@@ -132,21 +131,21 @@ def test_a_restart_while_blind_is_still_quarantined() -> None:
     restarts.observe_fields(b"a" * 40, 50.0, now=0.0)
     restarts.unknown("NOPERM")
     restarts.observe_fields(b"b" * 40, 0.0, now=10.0)  # +info granted, a new run_id
-    assert restarts.until == pytest.approx(14.0)
-    assert isinstance(restarts.vote(1, now=13.0), NodeError)
-    assert "quarantined" in str(restarts.vote(1, now=13.0))
-    assert restarts.vote(1, now=14.0) == 1
+    assert restarts.until == pytest.approx(12.0)
+    assert isinstance(restarts.vote(1, now=11.0), NodeError)
+    assert "quarantined" in str(restarts.vote(1, now=11.0))
+    assert restarts.vote(1, now=12.0) == 1
 
 
 def test_a_quarantine_outlives_a_blind_spell() -> None:
     restarts = _watched(longest=4.0)
     restarts.observe_fields(b"a" * 40, 50.0, now=0.0)
-    restarts.observe_fields(b"b" * 40, 0.0, now=10.0)  # quarantined until 14
+    restarts.observe_fields(b"b" * 40, 0.0, now=10.0)  # quarantined until 12
     restarts.unknown("NOPERM")
     assert restarts.until == math.inf
     restarts.observe_fields(b"b" * 40, 1.0, now=11.0)  # the same server: not a new restart
-    assert restarts.until == pytest.approx(14.0)
-    assert "quarantined" in str(restarts.vote(1, now=12.0))
+    assert restarts.until == pytest.approx(12.0)
+    assert "quarantined" in str(restarts.vote(1, now=11.5))
 
 
 def test_warns_again_after_recovering_and_losing_info_again(
@@ -175,13 +174,35 @@ def test_an_empty_run_id_is_blind_too() -> None:
     assert "restart detection needs INFO" in str(restarts.vote(1, now=0.0))
 
 
-def test_a_failover_is_quarantined_for_the_longest_ttl_whatever_the_uptime() -> None:
-    # A promoted replica may have run for hours, yet lack the old primary's last grants.
+def test_a_failover_is_quarantined_from_now_whatever_the_uptime() -> None:
+    # A promoted replica may have run for hours, yet lack the old primary's
+    # last grants: the span runs from now (the census gives it a new epoch).
     ledger = TtlLedger()
     ledger.granted(4.0)
     restarts = Restarts("sentinel:lock-a", ledger, None, failover=True)
     restarts.observe_fields(b"a" * 40, 50.0, now=90.0)
     restarts.observe_fields(b"b" * 40, 3600.0, now=100.0)
-    assert restarts.until == pytest.approx(104.0)
-    assert isinstance(restarts.vote(1, 103.9), NodeError)
-    assert restarts.vote(1, 104.0) == 1
+    assert restarts.until == pytest.approx(100.0 + MIN_QUARANTINE)
+    assert isinstance(restarts.vote(1, 101.9), NodeError)
+    assert restarts.vote(1, 102.0) == 1
+
+
+def test_a_new_run_id_asks_for_a_census_first_sight_does_not() -> None:
+    restarts = _watched()
+    asked: list[float] = []
+    restarts.on_restart = lambda: asked.append(1.0)
+    restarts.observe_fields(b"a" * 40, 50.0, now=0.0)  # first sight
+    restarts.observe_fields(b"a" * 40, 51.0, now=1.0)  # the same server
+    assert asked == []
+    restarts.observe_fields(b"b" * 40, 0.0, now=2.0)  # restarted (from disk, perhaps)
+    assert asked == [1.0]
+
+
+def test_suspect_keeps_yes_votes_out_until_then() -> None:
+    restarts = _watched()
+    restarts.observe_fields(b"a" * 40, 50.0, now=0.0)
+    restarts.suspect(7.5)  # what a census found (_epochs.py)
+    assert "quarantined" in str(restarts.vote(1, now=7.0))
+    assert restarts.vote(0, now=7.0) == 0
+    assert restarts.vote(1, now=7.5) == 1
+    assert restarts.until == 0.0

@@ -170,6 +170,8 @@ class RedisPyNode:
                 return await command.split(self._call)
             keys = command.keys
             script = command.script
+            if not self.cross_slot and script.cluster is not None:
+                script = script.cluster  # the restart record is not written here (_lease.lua)
             if self.restarts is not None and script.grants:
                 return await self._run_watched(command)
             try:
@@ -184,6 +186,8 @@ class RedisPyNode:
     async def _call(self, script: Script, keys: Sequence[bytes], args: Sequence[Arg]) -> object:
         """One single-slot step of a split command (not inlined above: the hot path
         keeps its one coroutine frame)."""
+        if script.cluster is not None:
+            script = script.cluster  # only cluster nodes split commands
         try:
             return await self._client.evalsha(script.sha.decode(), len(keys), *keys, *args)
         except self._noscript:

@@ -16,7 +16,6 @@ connection go to its owner, the node.
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
 from collections import deque
 from typing import Protocol, cast
@@ -199,9 +198,12 @@ class Conn(asyncio.Protocol):
         # Commands unanswered: the server may still run what it had read (a
         # paused node reads it when it resumes), see RespNode.connect.
         error = self.node.forget(self, None, unanswered=bool(pending))
-        if exc is not None and error.__cause__ is None:
-            # The transport's own reason (an OSError: reset, broken pipe).
-            error = copy.copy(error)
+        if exc is None:
+            # Closed by the server (EOF): said as the OSError a reset would be.
+            exc = ConnectionResetError("the server closed the connection")
+        if error.__cause__ is None:
+            # The transport's own reason (an OSError: reset, broken pipe), on
+            # the node's own error too: commands sent while it backs off get it.
             error.__cause__ = exc
         index = self.node.index
         written = len(pending) - never_written

@@ -1,0 +1,232 @@
+"""Epochs: the restart rule for every process, whatever ttls they use.
+
+A node that lost its data (restarted without persistence, flushed, evicted)
+has forgotten the grants it held; while one of them can still be valid, its
+yes votes must not count - the Redlock paper's crash-recovery rule. Which
+grants those were, and how long they may live, no client knows alone: other
+processes made them, with other ttls. The nodes know, so they keep a record
+(``lua/_epoch.lua``; the proof is in docs/guarantees.md):
+
+- each node has an *epoch*, a random id made by the first script that finds
+  it missing - so a node that lost its data has a new one;
+- every granting or renewing script carries the caller's *view*, the
+  epochs of all nodes as the caller last read them; a node whose epoch is
+  not in the view answers STALE and does nothing (its yes cannot count
+  before the caller has read the records again);
+- every yes raises, on that node, a record field named by the view, which
+  lasts as long as the grants made or renewed with that view may.
+
+A *census* (``lua/census.lua``, one fan-out) reads every node's epoch and
+live fields: before a Redlock's first grant, and whenever a node answers
+STALE. A field whose view holds an epoch no node has any more was written
+before some node lost its data; a node whose current epoch is not in that
+view is *suspect* - its yes votes do not count (``Restarts.suspect``) - until
+the field expires.
+
+Why that is safe: a grant G still valid was last written on a quorum Q with
+view V; each yes voter of Q raised V to outlive G. A node Y of Q that lost G
+has a new epoch, not in V (made after V was sent), while V holds Y's old
+epoch, which no node has any more. Y's yes counts for us only once Y's new
+epoch is in our view, which only a census puts there, and after a data loss
+Y answers STALE until then. At most a minority of nodes is faulty (a node
+that lost its data counting as faulty until its votes count again, a node
+silent in the census too), so that census hears some node of Q that kept
+V, and Y stays suspect until V - and so G - has expired. Grants made after
+the census live on Y's current epoch: losing them takes a new epoch, a
+STALE answer, and another census. No clock is compared across nodes: each
+field's remaining life is read on its own node's clock.
+
+Availability: a node that lost nothing that may still be valid votes again
+as soon as the census is done; a suspect one, when the last view that may
+cover its lost grants expires: 1.25 x max(ttl, 2 s) after the last grant
+written with it (2 s at least: fencing tokens, docs/fencing.md). Holders
+renewing with an old view get STALE from the node that lost their key, and
+switch. A set of nodes where nothing was locked lately pays nothing but
+one census per Redlock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from functools import partial
+from typing import TYPE_CHECKING
+
+from .._base._errors import NodeError
+from ._node import CENSUS, Command, Reply
+
+if TYPE_CHECKING:
+    from ._quorum import Quorum
+
+__all__ = ["Epochs", "lost_until"]
+
+_log = logging.getLogger("redlock_async.node")
+
+# Record values are whole milliseconds and each node reads its clock once
+# per script: a field's end is stretched by this much more.
+_SLACK = 0.002
+
+Field = tuple[frozenset[bytes], float]
+"""A live record field written before some node lost its data: the epochs
+in its view, and the local loop time by which it has expired."""
+
+
+def lost_until(epoch: bytes, fields: list[Field]) -> float:
+    """Until when (loop time) a node of ``epoch`` may have lost grants that are
+    still valid: the latest end of a field whose view lacks ``epoch`` (0: none).
+
+    Looked up at call time: the fault suite's mutant ``per-redlock-restart-rule``
+    swaps it for one that finds nothing.
+    """
+    return max((end for epochs, end in fields if epoch not in epochs), default=0.0)
+
+
+class Epochs:
+    """This Redlock's view of the nodes' epochs, and the censuses that update it."""
+
+    def __init__(self, quorum: Quorum, key: bytes, drift: float) -> None:
+        self._quorum = quorum
+        self._key = key
+        self._drift = drift
+        self.ids: list[bytes | None] = [None] * quorum.n  # each node's epoch, last heard
+        # A census has completed (whatever it heard): the first grant waits
+        # for one, later ones never do (an outage must not slow each attempt).
+        self.ready = False
+        self._running = False  # a census is scheduled or in flight
+        self._again = False  # a node answered STALE after it was sent
+        self._waiters: list[asyncio.Future[None]] = []
+        self.closed = False
+        self.count = 0  # censuses sent (tests; the docs' cost figures)
+        quorum.epochs = self
+        for watch in quorum.watches or ():
+            if watch is not None:
+                watch.on_restart = self.request
+
+    def stale(self, index: int) -> NodeError:
+        """Node ``index`` answered STALE: ask for a census; the error to record."""
+        self.request()
+        name = self._quorum.nodes[index].name
+        return NodeError(
+            f"{name}: its epoch changed (it lost its data: a restart?) since this Redlock "
+            "last read the nodes' records; its votes count again after a census"
+        )
+
+    def request(self) -> None:
+        if self.closed:
+            return
+        if self._running:
+            self._again = True
+            return
+        self._running = True
+        # Soon, not now: every STALE of one fan-out then asks for one census.
+        self._quorum.running_loop().call_soon(self._start)
+
+    async def first(self, wait: float) -> None:
+        """Before this Redlock's first grant: a census, waited for at most ``wait`` s.
+
+        Waited for alone: a caller cancelled or out of time leaves it running.
+        Not done in time, the attempt goes out with the view it has; nodes
+        missing from it answer STALE, which costs a vote, never safety.
+        """
+        if self.ready or self.closed:
+            return
+        waiter = self._quorum.running_loop().create_future()
+        self._waiters.append(waiter)
+        self.request()
+        try:
+            async with asyncio.timeout(wait):
+                await waiter
+        except TimeoutError:
+            pass
+
+    def _start(self) -> None:
+        if self.closed:
+            self._running = False
+            return
+        self._again = False
+        self.count += 1
+        quorum = self._quorum
+        loop = quorum.running_loop()
+        tally = quorum.fanout(Command(CENSUS, (self._key,), ()))
+        answers: dict[int, tuple[list[object], float]] = {}
+        left = [tally.n]
+
+        def finish() -> None:
+            if left[0] >= 0:
+                left[0] = -1  # once: after every answer, or at the deadline
+                self._finish(answers)
+
+        def answer(index: int, reply: Reply) -> None:
+            if isinstance(reply, list) and reply and isinstance(reply[0], bytes | str):
+                # A client made with decode_responses=True answers in str.
+                reply = [x.encode() if isinstance(x, str) else x for x in reply]
+                answers[index] = (reply, loop.time())
+            elif isinstance(reply, NodeError):
+                _log.debug("redlock_async: census: %s", reply)
+            if left[0] > 0:
+                left[0] -= 1
+                if not left[0]:
+                    finish()
+
+        for index in range(tally.n):
+            tally.when_settled(index, partial(answer, index))
+        tally.when_expired(finish)
+
+    def _finish(self, answers: dict[int, tuple[list[object], float]]) -> None:
+        self._running = False
+        if self.closed:
+            return
+        quorum = self._quorum
+        now = quorum.running_loop().time()
+        current = {reply[0] for reply, _ in answers.values()}
+        stretch = 1.0 + self._drift
+        fields: list[Field] = []
+        for reply, heard in answers.values():
+            pairs = reply[1:]
+            for view, ms in zip(pairs[::2], pairs[1::2], strict=False):
+                if not isinstance(view, bytes) or type(ms) is not int or ms <= 0:
+                    continue
+                epochs = frozenset(view.split(b",")) - {b""}
+                # Only views written before some node lost its data matter:
+                # every epoch in the others is still some node's.
+                if not epochs <= current:
+                    fields.append((epochs, heard + ms / 1000.0 * stretch + _SLACK))
+        watches = quorum.watches
+        for index, (reply, _) in answers.items():
+            epoch = reply[0]
+            assert isinstance(epoch, bytes)
+            seen, self.ids[index] = self.ids[index], epoch
+            if seen is not None and seen != epoch:
+                _log.info(
+                    "redlock_async: %s has a new epoch (it lost its data)", quorum.nodes[index].name
+                )
+            until = lost_until(epoch, fields)
+            watch = watches[index] if watches is not None else None
+            if until > now and watch is not None:
+                watch.suspect(until)
+                _log.warning(
+                    "redlock_async: %s lost its data while grants it may have held can still "
+                    "be valid; its votes do not count for %.1fs",
+                    quorum.nodes[index].name,
+                    until - now,
+                )
+        quorum.view = b"," + b",".join(epoch for epoch in self.ids if epoch) + b","
+        self.ready = True
+        self._wake()
+        if self._again:
+            self.request()
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def reset(self) -> None:
+        """The fan-outs moved to another loop or a forked child: what waited there is gone."""
+        self._waiters = []
+        self._running = self._again = False
+
+    def close(self) -> None:
+        self.closed = True
+        self._wake()
