@@ -12,8 +12,10 @@ interleaved round by round:
 - redlock_async with URLs (its lean driver);
 - redlock_async with redis-py clients (built inside the timed span);
 - the floor: a bare asyncio protocol per node that opens its connection and
-  sends ``SCRIPT LOAD`` and the acquire's ``EVALSHA`` in one write, deciding
-  at quorum (no handshake, no restart watch).
+  sends ``SCRIPT LOAD`` and the census script in one write, then the
+  acquire's ``EVALSHA`` with the view of the epochs the census read (since
+  issue 25 the script refuses a grant without it), deciding at quorum (no
+  handshake, no run_id watch).
 
 Figures are medians over rounds (``--rounds``; the machine is noisy).
 
@@ -100,20 +102,25 @@ class _Bare(asyncio.Protocol):
 
 async def _bare(urls: list[str], name: str) -> tuple[float, float]:
     from redlock_async._core._scripts import ACQUIRE, RELEASE
+    from redlock_async._engine import CENSUS
 
     loop = asyncio.get_running_loop()
     need = len(urls) // 2 + 1
 
-    async def vote(conn: _Bare | None, payloads: list[bytes]) -> bool:
-        """Send ``payloads`` in one write; True when the last one answers 1."""
+    async def ask(conn: _Bare | None, payloads: list[bytes]) -> object:
+        """Send ``payloads`` in one write; the last one's reply."""
         if conn is None or conn.transport is None:
-            return False
+            return None
         done: asyncio.Future[object] = loop.create_future()
         for index in range(len(payloads)):
             last = index == len(payloads) - 1
             conn.pending.append(done.set_result if last else lambda _: None)
         conn.transport.write(b"".join(payloads))
-        return await done == 1
+        return await done
+
+    async def vote(conn: _Bare | None, payloads: list[bytes]) -> bool:
+        """Send ``payloads`` in one write; True when the last one answers 1."""
+        return await ask(conn, payloads) == 1
 
     async def quorum(votes: Sequence[asyncio.Future[bool]]) -> bool:
         yes = 0
@@ -124,23 +131,36 @@ async def _bare(urls: list[str], name: str) -> tuple[float, float]:
                 return True
         return False
 
-    async def connect_and_vote(url: str, payloads: list[bytes]) -> bool:
+    async def connect_and_read_epoch(url: str, payloads: list[bytes]) -> bytes:
         host, port = url.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)
         _, conn = await loop.create_connection(_Bare, host, int(port))
         conns.append(conn)
-        return await vote(conn, payloads)
+        reply = await ask(conn, payloads)
+        assert isinstance(reply, list)
+        return bytes(reply[0])
+
+    view = b","
 
     def acquire(key: bytes, token: bytes) -> bytes:
-        return _pack((b"EVALSHA", ACQUIRE.sha, 1, key, token, 10_000))
+        # The library's script takes the view of the nodes' epochs (issue 25).
+        return _pack((b"EVALSHA", ACQUIRE.sha, 1, key, token, 10_000, view))
 
     conns: list[_Bare] = []
     token = b"%040x" % time.time_ns()
     first_key = f"redlock:{{{name}:first}}".encode()
     started = time.perf_counter()
-    load = _pack((b"SCRIPT", b"LOAD", ACQUIRE.source))
-    tasks = [
-        loop.create_task(connect_and_vote(url, [load, acquire(first_key, token)])) for url in urls
+    # As the library does it: every node's epoch first (census.lua, loaded
+    # with acquire.lua on the same write), then the acquire with that view.
+    setup = [
+        _pack((b"SCRIPT", b"LOAD", ACQUIRE.source)),
+        _pack((b"EVAL", CENSUS.source, 1, b"redlock:~epoch")),
     ]
+    read = await asyncio.gather(
+        *(connect_and_read_epoch(url, setup) for url in urls), return_exceptions=True
+    )
+    epochs = b",".join(e for e in read if isinstance(e, bytes))
+    view = b"redlock:~epoch:," + epochs + b","
+    tasks = [loop.create_task(vote(conn, [acquire(first_key, token)])) for conn in conns]
     if not await quorum(tasks):
         raise SystemExit("the floor's first acquire failed")
     first = time.perf_counter() - started

@@ -175,14 +175,11 @@ async def redlock(make_redlock: MakeRedlock) -> Redlock:
 
 def lock_keys(nodes: Sequence[RedisNode], pattern: str = "redlock:*") -> list[list[bytes]]:
     """Every node's keys matching ``pattern`` (read straight from the server),
-    but the prefix's epoch record (``<prefix>~epoch``: one per prefix, kept
-    for good, as the node's identity; docs/keys.md)."""
+    but the prefix's epoch hash and view records (``<prefix>~epoch``, one per
+    prefix, kept for good as the node's identity; ``<prefix>~epoch:<view>``,
+    expiring by themselves; docs/keys.md)."""
     return [
-        sorted(
-            key
-            for key in map(_as_bytes, node.client().keys(pattern))
-            if not key.endswith(b"~epoch")
-        )
+        sorted(key for key in map(_as_bytes, node.client().keys(pattern)) if b"~epoch" not in key)
         for node in nodes
     ]
 

@@ -13,25 +13,26 @@ processes made them, with other ttls. The nodes know, so they keep a record
   epochs of all nodes as the caller last read them; a node whose epoch is
   not in the view answers STALE and does nothing (its yes cannot count
   before the caller has read the records again);
-- every yes raises, on that node, a record field named by the view, which
-  lasts as long as the grants made or renewed with that view may.
+- every script that passes that check raises, on that node, the view's
+  record (a key whose expiry outlasts the grants made or renewed with that
+  view: max(ttl, 2 s), and a quarter more when it is rewritten).
 
 A *census* (``lua/census.lua``, one fan-out) reads every node's epoch and
 live fields: before a Redlock's first grant, and whenever a node answers
-STALE. A field whose view holds an epoch no node has any more was written
+STALE. A record whose view holds an epoch no node has any more was written
 before some node lost its data; a node whose current epoch is not in that
 view is *suspect* - its yes votes do not count (``Restarts.suspect``) - until
-the field expires.
+the record expires.
 
 Why that is safe: a grant G still valid was last written on a quorum Q with
-view V; each yes voter of Q raised V to outlive G. A node Y of Q that lost G
+view V; each yes voter of Q checked V and raised its record to outlive G. A node Y of Q that lost G
 has a new epoch, not in V (made after V was sent), while V holds Y's old
 epoch, which no node has any more. Y's yes counts for us only once Y's new
 epoch is in our view, which only a census puts there, and after a data loss
 Y answers STALE until then. At most a minority of nodes is faulty (a node
 that lost its data counting as faulty until its votes count again, a node
 silent in the census too), so that census hears some node of Q that kept
-V, and Y stays suspect until V - and so G - has expired. Grants made after
+V, and Y stays suspect until V's record - and so G - has expired. Grants made after
 the census live on Y's current epoch: losing them takes a new epoch, a
 STALE answer, and another census. No clock is compared across nodes: each
 field's remaining life is read on its own node's clock.
@@ -98,6 +99,9 @@ class Epochs:
         self.closed = False
         self.count = 0  # censuses sent (tests; the docs' cost figures)
         quorum.epochs = self
+        # What the scripts get: the key of the view's record (lua/_epoch.lua);
+        # no epoch known yet, so every node answers STALE until a census.
+        quorum.view = key + b":,"
         for watch in quorum.watches or ():
             if watch is not None:
                 watch.on_restart = self.request
@@ -210,7 +214,8 @@ class Epochs:
                     quorum.nodes[index].name,
                     until - now,
                 )
-        quorum.view = b"," + b",".join(epoch for epoch in self.ids if epoch) + b","
+        view = b"," + b",".join(epoch for epoch in self.ids if epoch) + b","
+        quorum.view = self._key + b":" + view
         self.ready = True
         self._wake()
         if self._again:

@@ -53,9 +53,10 @@ class Quorum:
         self.need = quorum_of(self.n)
         self.node_timeout = node_timeout
         self.on_error: Callable[[int, NodeError], None] | None = None  # see Group.on_error
-        # The nodes' epochs as the last census read them, appended to every
-        # command whose script takes it (granting and renewing ones), and
-        # who reads them again when a node answers STALE (set by the engine).
+        # The key of the record of the nodes' epochs as the last census read
+        # them (lua/_epoch.lua), appended to every command whose script takes
+        # it (granting and renewing ones), and who reads them again when a
+        # node answers STALE (both set by the engine's Epochs).
         self.view = b","
         self.epochs: Stale | None = None
         watches = tuple(node.restarts for node in self.nodes)

@@ -1,13 +1,9 @@
--- _epoch_cluster.lua: _epoch.lua's functions for Redis Cluster nodes, where
+-- _epoch_cluster.lua: _epoch.lua's function for Redis Cluster nodes, where
 -- the record would lie in another hash slot than the script's keys (Redis
--- refuses the access). They check and record nothing: a cluster node's
--- restarts are left to the run_id watch and the operator (docs/guarantees.md).
+-- refuses the access). It checks and records nothing: a cluster node's
+-- restarts are left to the operator (docs/guarantees.md).
 --
--- No KEYS, no ARGV of its own: it defines epoch_known (Returns true) and
--- epoch_raise (returns nothing).
-local function epoch_known(view)
+-- No KEYS, no ARGV of its own: it defines epoch_check (Returns true).
+local function epoch_check(record, ttl)
     return true
-end
-
-local function epoch_raise(view, ttl)
 end

@@ -12,14 +12,13 @@
 --   0  the key exists (held by another grant, or a foreign key of any type):
 --      nothing was written
 --
--- ARGV[#ARGV]  last of all: the caller's view of the nodes' epochs (_epoch.lua,
---   prepended). A node whose epoch is not in it answers -9 (STALE) and does
---   nothing else; every yes raises the view's restart record.
-if not epoch_known(ARGV[#ARGV]) then
+-- ARGV[#ARGV]  last of all: the key of the record of the caller's view of the
+--   nodes' epochs (_epoch.lua, prepended). A node whose epoch is not in the
+--   view answers -9 (STALE) and does nothing else; the record is raised.
+if not epoch_check(ARGV[#ARGV], ARGV[2]) then
     return -9 -- STALE: this node lost its data since the caller's census
 end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-    epoch_raise(ARGV[#ARGV], ARGV[2])
     if KEYS[2] then
         return next_fence(KEYS[2])
     end

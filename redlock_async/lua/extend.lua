@@ -24,17 +24,16 @@
 -- expiry (PTTL -1: never written so by this library) is given one, so that
 -- no grant's key can outlive every holder.
 --
--- ARGV[#ARGV]  last of all: the caller's view of the nodes' epochs (_epoch.lua,
---   prepended). A node whose epoch is not in it answers -9 (STALE) and does
---   nothing else; every yes raises the view's restart record.
-if not epoch_known(ARGV[#ARGV]) then
+-- ARGV[#ARGV]  last of all: the key of the record of the caller's view of the
+--   nodes' epochs (_epoch.lua, prepended). A node whose epoch is not in the
+--   view answers -9 (STALE) and does nothing else; the record is raised.
+if not epoch_check(ARGV[#ARGV], ARGV[2]) then
     return -9 -- STALE: this node lost its data since the caller's census
 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
     if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
         redis.call('PEXPIRE', KEYS[1], ARGV[2])
     end
-    epoch_raise(ARGV[#ARGV], ARGV[2])
     return 1
 end
 return 0

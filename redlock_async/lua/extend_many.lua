@@ -26,10 +26,14 @@
 -- call keeps the node busy for a millisecond or two. Keys of any hash slot:
 -- the client batches only on nodes that are not a Redis Cluster.
 --
--- ARGV[#ARGV]  last of all: the caller's view of the nodes' epochs (_epoch.lua,
---   prepended). A node whose epoch is not in it answers -9 (STALE) and does
---   nothing else; every yes raises the view's restart record.
-if not epoch_known(ARGV[#ARGV]) then
+-- ARGV[#ARGV]  last of all: the key of the record of the caller's view of the
+--   nodes' epochs (_epoch.lua, prepended). A node whose epoch is not in the
+--   view answers -9 (STALE) and does nothing else; the record is raised.
+local longest = 0 -- the record must outlive the longest of the renewals
+for i = 1, #KEYS do
+    longest = math.max(longest, tonumber(ARGV[3 * i]))
+end
+if not epoch_check(ARGV[#ARGV], longest) then
     return -9 -- STALE: this node lost its data since the caller's census
 end
 local function failed(reply)
@@ -47,7 +51,6 @@ local function extend_string(key, token, ttl)
     if redis.call('PTTL', key) < tonumber(ttl) then
         redis.call('PEXPIRE', key, ttl)
     end
-    epoch_raise(ARGV[#ARGV], ttl)
     return 1
 end
 
@@ -73,7 +76,6 @@ local function extend_reader(key, token, ttl)
     if redis.call('PTTL', key) < ms then
         redis.call('PEXPIRE', key, ms)
     end
-    epoch_raise(ARGV[#ARGV], ttl)
     return 1
 end
 

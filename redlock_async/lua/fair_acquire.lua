@@ -26,10 +26,10 @@
 -- prunes dead waiters, so a node that missed an enqueue catches up on the
 -- next attempt. A reader may join when no writer is queued ahead of it.
 --
--- ARGV[#ARGV]  last of all: the caller's view of the nodes' epochs (_epoch.lua,
---   prepended). A node whose epoch is not in it answers -9 (STALE) and does
---   nothing else; every yes raises the view's restart record.
-if not epoch_known(ARGV[#ARGV]) then
+-- ARGV[#ARGV]  last of all: the key of the record of the caller's view of the
+--   nodes' epochs (_epoch.lua, prepended). A node whose epoch is not in the
+--   view answers -9 (STALE) and does nothing else; the record is raised.
+if not epoch_check(ARGV[#ARGV], ARGV[2]) then
     return -9 -- STALE: this node lost its data since the caller's census
 end
 local t = redis.call('TIME')
@@ -78,7 +78,6 @@ else
     end
     redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
 end
-epoch_raise(ARGV[#ARGV], ARGV[2])
 redis.call('ZREM', KEYS[3], id)
 redis.call('ZREM', KEYS[4], id)
 if KEYS[5] and kind ~= 'r:' then

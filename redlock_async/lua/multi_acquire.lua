@@ -18,10 +18,10 @@
 -- waits to retry: no multilock can wait while holding, hence no deadlock
 -- between overlapping multilocks, in whatever order they name their keys.
 --
--- ARGV[#ARGV]  last of all: the caller's view of the nodes' epochs (_epoch.lua,
---   prepended). A node whose epoch is not in it answers -9 (STALE) and does
---   nothing else; every yes raises the view's restart record.
-if not epoch_known(ARGV[#ARGV]) then
+-- ARGV[#ARGV]  last of all: the key of the record of the caller's view of the
+--   nodes' epochs (_epoch.lua, prepended). A node whose epoch is not in the
+--   view answers -9 (STALE) and does nothing else; the record is raised.
+if not epoch_check(ARGV[#ARGV], ARGV[2]) then
     return -9 -- STALE: this node lost its data since the caller's census
 end
 for i = 1, #KEYS do
@@ -32,5 +32,4 @@ end
 for i = 1, #KEYS do
     redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
 end
-epoch_raise(ARGV[#ARGV], ARGV[2])
 return 1

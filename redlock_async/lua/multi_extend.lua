@@ -22,10 +22,10 @@
 -- (which says why): another live copy of the grant may have asked for a
 -- later one and report the set held until then.
 --
--- ARGV[#ARGV]  last of all: the caller's view of the nodes' epochs (_epoch.lua,
---   prepended). A node whose epoch is not in it answers -9 (STALE) and does
---   nothing else; every yes raises the view's restart record.
-if not epoch_known(ARGV[#ARGV]) then
+-- ARGV[#ARGV]  last of all: the key of the record of the caller's view of the
+--   nodes' epochs (_epoch.lua, prepended). A node whose epoch is not in the
+--   view answers -9 (STALE) and does nothing else; the record is raised.
+if not epoch_check(ARGV[#ARGV], ARGV[2]) then
     return -9 -- STALE: this node lost its data since the caller's census
 end
 for i = 1, #KEYS do
@@ -39,5 +39,4 @@ for i = 1, #KEYS do
         redis.call('PEXPIRE', KEYS[i], ARGV[2])
     end
 end
-epoch_raise(ARGV[#ARGV], ARGV[2])
 return 1

@@ -18,10 +18,10 @@
 -- The set itself expires no earlier than its longest reader, so a crashed
 -- reader leaves nothing behind for good.
 --
--- ARGV[#ARGV]  last of all: the caller's view of the nodes' epochs (_epoch.lua,
---   prepended). A node whose epoch is not in it answers -9 (STALE) and does
---   nothing else; every yes raises the view's restart record.
-if not epoch_known(ARGV[#ARGV]) then
+-- ARGV[#ARGV]  last of all: the key of the record of the caller's view of the
+--   nodes' epochs (_epoch.lua, prepended). A node whose epoch is not in the
+--   view answers -9 (STALE) and does nothing else; the record is raised.
+if not epoch_check(ARGV[#ARGV], ARGV[2]) then
     return -9 -- STALE: this node lost its data since the caller's census
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -38,5 +38,4 @@ redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
 if redis.call('PTTL', KEYS[2]) < ttl then
     redis.call('PEXPIRE', KEYS[2], ttl)
 end
-epoch_raise(ARGV[#ARGV], ARGV[2])
 return 1

@@ -15,10 +15,10 @@
 -- it held until then (extend.lua says why). Compared in Lua, as ZADD GT needs
 -- Redis 6.2.
 --
--- ARGV[#ARGV]  last of all: the caller's view of the nodes' epochs (_epoch.lua,
---   prepended). A node whose epoch is not in it answers -9 (STALE) and does
---   nothing else; every yes raises the view's restart record.
-if not epoch_known(ARGV[#ARGV]) then
+-- ARGV[#ARGV]  last of all: the key of the record of the caller's view of the
+--   nodes' epochs (_epoch.lua, prepended). A node whose epoch is not in the
+--   view answers -9 (STALE) and does nothing else; the record is raised.
+if not epoch_check(ARGV[#ARGV], ARGV[2]) then
     return -9 -- STALE: this node lost its data since the caller's census
 end
 local t = redis.call('TIME')
@@ -35,5 +35,4 @@ end
 if redis.call('PTTL', KEYS[1]) < ttl then
     redis.call('PEXPIRE', KEYS[1], ttl)
 end
-epoch_raise(ARGV[#ARGV], ARGV[2])
 return 1

@@ -18,10 +18,10 @@
 --   -1  refused: readers hold the lock; the marker now names this writer
 --       (or another waiting writer), so no new reader joins meanwhile
 --
--- ARGV[#ARGV]  last of all: the caller's view of the nodes' epochs (_epoch.lua,
---   prepended). A node whose epoch is not in it answers -9 (STALE) and does
---   nothing else; every yes raises the view's restart record.
-if not epoch_known(ARGV[#ARGV]) then
+-- ARGV[#ARGV]  last of all: the key of the record of the caller's view of the
+--   nodes' epochs (_epoch.lua, prepended). A node whose epoch is not in the
+--   view answers -9 (STALE) and does nothing else; the record is raised.
+if not epoch_check(ARGV[#ARGV], ARGV[2]) then
     return -9 -- STALE: this node lost its data since the caller's census
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -38,7 +38,6 @@ if redis.call('ZCARD', KEYS[2]) > 0 then
     return -1
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-epoch_raise(ARGV[#ARGV], ARGV[2])
 if redis.call('GET', KEYS[3]) == ARGV[3] then
     redis.call('DEL', KEYS[3])
 end

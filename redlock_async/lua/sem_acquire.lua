@@ -23,17 +23,16 @@
 -- client grants itself one slot only when a quorum of nodes set that same
 -- slot's bit, and releases the others (sem_release.lua).
 --
--- ARGV[#ARGV]  last of all: the caller's view of the nodes' epochs (_epoch.lua,
---   prepended). A node whose epoch is not in it answers -9 (STALE) and does
---   nothing else; every yes raises the view's restart record.
-if not epoch_known(ARGV[#ARGV]) then
+-- ARGV[#ARGV]  last of all: the key of the record of the caller's view of the
+--   nodes' epochs (_epoch.lua, prepended). A node whose epoch is not in the
+--   view answers -9 (STALE) and does nothing else; the record is raised.
+if not epoch_check(ARGV[#ARGV], ARGV[2]) then
     return -9 -- STALE: this node lost its data since the caller's census
 end
 local mask, bit, left = 0, 1, tonumber(ARGV[3])
 for i = 1, #KEYS do
     if redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) then
         mask = mask + bit
-        epoch_raise(ARGV[#ARGV], ARGV[2])
         left = left - 1
         if left == 0 then
             return mask

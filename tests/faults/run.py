@@ -362,7 +362,9 @@ def _lock_keys(cluster: Cluster) -> list[int]:
             counts.append(0)  # down: it holds nothing anyone can see
             continue
         names = [k if isinstance(k, bytes) else str(k).encode() for k in keys]
-        counts.append(sum(1 for k in names if not k.endswith((b":fence", b":rwfence", b"~epoch"))))
+        counts.append(
+            sum(1 for k in names if not k.endswith((b":fence", b":rwfence")) and b"~epoch" not in k)
+        )
     return counts
 
 
@@ -382,7 +384,7 @@ def _left_keys(cluster: Cluster, per_node: int = 25) -> list[tuple[int, str, str
                 if shown >= per_node:
                     break
                 name = key if isinstance(key, bytes) else str(key).encode()
-                if name.endswith((b":fence", b":rwfence", b"~epoch")):
+                if name.endswith((b":fence", b":rwfence")) or b"~epoch" in name:
                     continue
                 value = client.get(name) if client.type(name) == b"string" else None
                 token = value.decode(errors="replace") if isinstance(value, bytes) else ""
