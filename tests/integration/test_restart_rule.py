@@ -203,3 +203,51 @@ async def test_every_kind_of_grant_keeps_the_restarted_node_out(
     else:
         second = p3.multilock(["job2", "job3"], ttl=3.0, auto_extend=False)
     assert await _refused_until(second, started + 3.0) >= 3
+
+
+async def test_a_flushed_node_is_kept_out_like_a_restarted_one(
+    make_redlock: MakeRedlock, redis_nodes: RedisNodes
+) -> None:
+    # FLUSHALL loses the data without a restart (no new run_id, no new
+    # connection): the epoch goes with it, so every process sees the loss.
+    _, b, c = redis_nodes
+    c.kill()
+    p1 = make_redlock()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    held = p1.lock("job", ttl=6.0, auto_extend=False)
+    assert await held.acquire(timeout=5.0)
+    b.client().flushall()
+    c.restart()
+    p2 = make_redlock()
+    for contender, until in ((p1, 3.0), (p2, 6.0)):  # the holder's own Redlock, a newcomer
+        lock = contender.lock("job", ttl=3.0, auto_extend=False)
+        assert await _refused_until(lock, started + until) >= 2
+
+
+async def test_a_census_gives_a_new_epoch_to_another_server(
+    make_redlock: MakeRedlock, redis_nodes: RedisNodes
+) -> None:
+    # A restart from disk, or a promoted replica: the data (the epoch with it)
+    # is there, but the server is another one, which may lack the last
+    # writes. The census makes a new epoch, and drops the old one's records.
+    b = redis_nodes[1]
+    p1 = make_redlock()
+    lock = p1.lock("job", ttl=3.0, auto_extend=False)
+    assert await lock.acquire()
+    await lock.release()
+    direct = b.client()
+    before = direct.hget("redlock:~epoch", "id")
+    records = direct.keys("redlock:~epoch:*")
+    assert before
+    assert records
+    direct.hset("redlock:~epoch", "run", "0" * 40)  # as if another server made it
+    p2 = make_redlock()
+    assert await p2.lock("other", ttl=3.0, auto_extend=False).acquire(blocking=False)
+    after = direct.hget("redlock:~epoch", "id")
+    assert after
+    assert after != before
+    assert not any(direct.exists(record) for record in records)
+    # The old epoch's view keeps B out for p2 (B may lack what it held), and
+    # p1, whose view holds B's old epoch, gets STALE from B: no yes counts.
+    assert p2._core.epochs.ids[1] == after
