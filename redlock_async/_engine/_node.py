@@ -66,17 +66,27 @@ class Script:
 
     @classmethod
     def load(
-        cls, name: str, *, grants: bool = False, fences: bool = False, views: bool = False
+        cls,
+        name: str,
+        *,
+        grants: bool = False,
+        fences: bool = False,
+        views: bool = False,
+        epochs: bool = False,
     ) -> Script:
         """Read ``lua/<name>.lua``; ``fences``: prepend ``lua/_fence.lua`` (next_fence);
         ``views``: prepend ``lua/_epoch.lua`` (the script grants or renews: it
-        checks the caller's view and raises the restart record)."""
+        checks the caller's view and raises the restart record; a Redis
+        Cluster twin gets ``_epoch_cluster.lua``); ``epochs``: prepend
+        ``_epoch.lua`` for its functions alone (the census)."""
         lua = resources.files("redlock_async").joinpath("lua")
         source = lua.joinpath(f"{name}.lua").read_bytes()
         if fences:
             # One copy of the fencing counter step for every script that
             # hands out tokens (a local function, defined before its use).
             source = lua.joinpath("_fence.lua").read_bytes() + source
+        if epochs:
+            source = lua.joinpath("_epoch.lua").read_bytes() + source
         if not views:
             return cls(name, source, _sha(source), grants)
         plain = lua.joinpath("_epoch.lua").read_bytes() + source
@@ -94,7 +104,7 @@ def _sha(source: bytes) -> bytes:
 
 SERVER_ID = Script.load("server_id")
 """Reads the node's run id and uptime (restart detection)."""
-CENSUS = Script.load("census")
+CENSUS = Script.load("census", epochs=True)
 """Reads the node's epoch and restart record (``_epochs.py``)."""
 
 STALE = -9

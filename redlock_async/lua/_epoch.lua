@@ -3,7 +3,8 @@
 -- semaphore scripts). Redis Cluster nodes run _epoch_cluster.lua instead.
 --
 -- No KEYS, no ARGV of its own: it defines epoch_check for the script
--- (Returns below), and uses keys outside that script's KEYS, under the
+-- (Returns below; census.lua, which it is prepended to as well, uses
+-- epoch_make and epoch_run_id), and uses keys outside that script's KEYS, under the
 -- library's prefix:
 --
 --   <prefix>~epoch          a hash with no expiry:
@@ -42,23 +43,30 @@
 -- out until it has expired. Two seconds at the least: a node that lost its
 -- data then resumes its fencing counters at a clock past every token handed
 -- out before (docs/fencing.md).
+-- The server's run_id, or nil when INFO is refused (an ACL without +info).
+local function epoch_run_id()
+    local info = redis.pcall('INFO', 'server')
+    return type(info) == 'string' and string.match(info, 'run_id:(%x+)') or nil
+end
+
+-- A new epoch for this node, made by the server ``run_id`` (census.lua uses it too).
+local function epoch_make(epoch_key, run_id)
+    -- The run id and the clock make it unique: Lua's math.random is seeded
+    -- alike on every node, so it would not be.
+    local t = redis.call('TIME')
+    local seed = (run_id or '') .. ':' .. t[1] .. ':' .. t[2] .. ':' .. epoch_key
+    local id = string.sub(redis.sha1hex(seed), 1, 16)
+    redis.call('HSET', epoch_key, 'id', id, 'run', run_id or '')
+    return id
+end
+
 local function epoch_check(record, ttl)
     local need = math.max(tonumber(ttl), 2000)
     if redis.call('PTTL', record) >= need then
         return true
     end
     local epoch_key, view = string.match(record, '^(.*~epoch):(.*)$')
-    local id = redis.call('HGET', epoch_key, 'id')
-    if not id then
-        -- The run id and the clock make it unique: Lua's math.random is
-        -- seeded alike on every node, so it would not be.
-        local info = redis.pcall('INFO', 'server')
-        local run_id = type(info) == 'string' and string.match(info, 'run_id:(%x+)') or ''
-        local t = redis.call('TIME')
-        local seed = run_id .. ':' .. t[1] .. ':' .. t[2] .. ':' .. epoch_key
-        id = string.sub(redis.sha1hex(seed), 1, 16)
-        redis.call('HSET', epoch_key, 'id', id, 'run', run_id)
-    end
+    local id = redis.call('HGET', epoch_key, 'id') or epoch_make(epoch_key, epoch_run_id())
     if not string.find(view, ',' .. id .. ',', 1, true) then
         return false
     end

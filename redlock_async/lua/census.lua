@@ -15,8 +15,7 @@
 -- The records made under the old epoch are deleted with it: a record alive
 -- must mean a view checked in the current epoch (_epoch.lua). (When INFO is
 -- refused, only a missing epoch is seen.)
-local info = redis.pcall('INFO', 'server')
-local run_id = type(info) == 'string' and string.match(info, 'run_id:(%x+)') or nil
+local run_id = epoch_run_id() -- _epoch.lua, prepended
 local id = redis.call('HGET', KEYS[1], 'id')
 local fresh = not id or (run_id ~= nil and redis.call('HGET', KEYS[1], 'run') ~= run_id)
 local reply = {}
@@ -38,10 +37,7 @@ for i = 1, #all, 2 do
     end
 end
 if fresh then
-    local t = redis.call('TIME')
-    local seed = (run_id or '') .. ':' .. t[1] .. ':' .. t[2] .. ':' .. KEYS[1]
-    id = string.sub(redis.sha1hex(seed), 1, 16)
-    redis.call('HSET', KEYS[1], 'id', id, 'run', run_id or '')
+    id = epoch_make(KEYS[1], run_id)
 end
 table.insert(reply, 1, id)
 return reply
