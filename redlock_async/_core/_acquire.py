@@ -114,8 +114,8 @@ async def acquire(
     span = vote_limit(engine.config.node_timeout)
     epochs = engine.epochs
     if not epochs.ready:
-        # This Redlock's first grant: read the nodes' epochs first (one round
-        # trip; _engine/_epochs.py), decided within a vote's bound like any
+        # This Redlock's first grant: read the nodes' epochs first (two
+        # censuses, a round trip each; _engine/_epochs.py), decided within a vote's bound like any
         # fan-out - node_timeout when a node is silent - and no longer than
         # the caller's deadline allows.
         wait = span if deadline is None else min(span, max(0.0, deadline - engine.clock()))

@@ -25,14 +25,17 @@ view is *suspect* - its yes votes do not count (``Restarts.suspect``) - until
 the record expires.
 
 Why that is safe: a grant G still valid was last written on a quorum Q with
-view V; each yes voter of Q checked V and raised its record to outlive G. A node Y of Q that lost G
-has a new epoch, not in V (made after V was sent), while V holds Y's old
-epoch, which no node has any more. Y's yes counts for us only once Y's new
-epoch is in our view, which only a census puts there, and after a data loss
-Y answers STALE until then. At most a minority of nodes is faulty (a node
-that lost its data counting as faulty until its votes count again, a node
-silent in the census too), so that census hears some node of Q that kept
-V, and Y stays suspect until V's record - and so G - has expired. Grants made after
+view V; each yes voter of Q checked V and raised its record to outlive G. A
+node Y of Q that lost G has a new epoch, not in V (made after V was sent),
+while V holds Y's old epoch, which no node has any more. Y's yes counts for
+us only once Y's new epoch is in our view, and after a data loss Y answers
+STALE until then. An epoch enters the view only when two censuses in a row
+heard it, the second sent after the first was complete (one census is no
+snapshot: it may read a node before G's write and Y after its loss): every
+read of the second follows Y's loss. At most a minority of nodes is faulty
+(a node that lost its data counting as faulty until its votes count again,
+a node silent in the census too), so that census hears some node of Q that
+kept V, and Y stays suspect until V's record - and so G - has expired. Grants made after
 the census live on Y's current epoch: losing them takes a new epoch, a
 STALE answer, and another census. No clock is compared across nodes: each
 field's remaining life is read on its own node's clock.
@@ -43,7 +46,7 @@ cover its lost grants expires: 1.25 x max(ttl, 2 s) after the last grant
 written with it (2 s at least: fencing tokens, docs/fencing.md). Holders
 renewing with an old view get STALE from the node that lost their key, and
 switch. A set of nodes where nothing was locked lately pays nothing but
-one census per Redlock.
+two censuses per Redlock (one round trip each).
 """
 
 from __future__ import annotations
@@ -89,9 +92,14 @@ class Epochs:
         self._quorum = quorum
         self._key = key
         self._drift = drift
-        self.ids: list[bytes | None] = [None] * quorum.n  # each node's epoch, last heard
-        # A census has completed (whatever it heard): the first grant waits
-        # for one, later ones never do (an outage must not slow each attempt).
+        # Each node's epoch as the view holds it: confirmed by two censuses
+        # in a row (see _finish); None: not in the view, the node answers STALE.
+        self.ids: list[bytes | None] = [None] * quorum.n
+        # An epoch one census heard, to be confirmed by the next that hears it.
+        self.candidates: list[bytes | None] = [None] * quorum.n
+        # Censuses have run until none was needed any more (whatever they
+        # heard): the first grant waits for that, later ones never do (an
+        # outage must not slow each attempt).
         self.ready = False
         self._running = False  # a census is scheduled or in flight
         self._again = False  # a node answered STALE after it was sent
@@ -101,10 +109,10 @@ class Epochs:
         quorum.epochs = self
         # What the scripts get: the key of the view's record (lua/_epoch.lua);
         # no epoch known yet, so every node answers STALE until a census.
-        quorum.view = key + b":,"
-        for watch in quorum.watches or ():
+        self._set_view()
+        for index, watch in enumerate(quorum.watches or ()):
             if watch is not None:
-                watch.on_restart = self.request
+                watch.on_restart = partial(self._restarted, index)
 
     def stale(self, index: int) -> NodeError:
         """Node ``index`` answered STALE: ask for a census; the error to record."""
@@ -114,6 +122,26 @@ class Epochs:
             f"{name}: its epoch changed (it lost its data: a restart?) since this Redlock "
             "last read the nodes' records; its votes count again after a census"
         )
+
+    def _restarted(self, index: int) -> None:
+        """Node ``index`` showed a new run_id (a restart seen on a new connection).
+
+        Restarted from disk, or a promoted replica, it may have kept its
+        epoch but not the last grants: its yes votes do not count (its watch
+        holds them) and its epoch leaves the view until two censuses read it
+        again - the first gives it a new epoch (census.lua: another server).
+        """
+        self.ids[index] = self.candidates[index] = None
+        self._set_view()
+        watches = self._quorum.watches
+        watch = watches[index] if watches is not None else None
+        if watch is not None:
+            watch.hold()
+        self.request()
+
+    def _set_view(self) -> None:
+        view = b"," + b",".join(epoch for epoch in self.ids if epoch) + b","
+        self._quorum.view = self._key + b":" + view
 
     def request(self) -> None:
         if self.closed:
@@ -195,31 +223,46 @@ class Epochs:
                 # every epoch in the others is still some node's.
                 if not epochs <= current:
                     fields.append((epochs, heard + ms / 1000.0 * stretch + _SLACK))
+        # A census is not a snapshot: its read of one node may come before a
+        # grant's write there, its read of another after that node lost the
+        # grant. So an epoch enters the view only once the next census, sent
+        # after this one was complete, hears it again: every read of that one
+        # follows the loss, and its records cover every grant written before.
         watches = quorum.watches
+        again = False
         for index, (reply, _) in answers.items():
             epoch = reply[0]
             assert isinstance(epoch, bytes)
-            seen, self.ids[index] = self.ids[index], epoch
-            if seen is not None and seen != epoch:
-                _log.info(
-                    "redlock_async: %s has a new epoch (it lost its data)", quorum.nodes[index].name
-                )
-            until = lost_until(epoch, fields)
+            if self.ids[index] == epoch:
+                continue  # in the view already, and unchanged
+            name = quorum.nodes[index].name
+            if self.candidates[index] != epoch:
+                if self.ids[index] is not None:
+                    _log.info("redlock_async: %s has a new epoch (it lost its data)", name)
+                    self.ids[index] = None  # out of the view: it answers STALE meanwhile
+                self.candidates[index] = epoch
+                again = True
+                continue
+            self.ids[index], self.candidates[index] = epoch, None
             watch = watches[index] if watches is not None else None
-            if until > now and watch is not None:
+            if watch is None:
+                continue
+            until = lost_until(epoch, fields)
+            if until > now:
                 watch.suspect(until)
                 _log.warning(
                     "redlock_async: %s lost its data while grants it may have held can still "
                     "be valid; its votes do not count for %.1fs",
-                    quorum.nodes[index].name,
+                    name,
                     until - now,
                 )
-        view = b"," + b",".join(epoch for epoch in self.ids if epoch) + b","
-        quorum.view = self._key + b":" + view
+            watch.release()
+        self._set_view()
+        if again or self._again:
+            self.request()  # sent once this one is complete
+            return
         self.ready = True
         self._wake()
-        if self._again:
-            self.request()
 
     def _wake(self) -> None:
         waiters, self._waiters = self._waiters, []

@@ -76,7 +76,7 @@ class Restarts:
 
     __slots__ = (
         "_blind", "_cause", "_failover", "_grace", "_ledger", "_name", "_quarantine",
-        "on_restart", "run_id", "until",
+        "held", "on_restart", "run_id", "until",
     )  # fmt: skip
 
     def __init__(
@@ -93,6 +93,9 @@ class Restarts:
         # Told when the run_id changes (the epochs census: a server restarted
         # from disk, or a promoted replica, gets a new epoch there).
         self.on_restart: Callable[[], None] | None = None
+        # Set by on_restart's census: no yes vote counts at all until it has
+        # read the node again (a restart from disk keeps an old epoch).
+        self.held = False
         # Loop time until which yes votes do not count; 0: none; inf: restarts
         # cannot be detected. The engine consults vote() only when it is
         # truthy, so the fine case costs one attribute test per granting yes.
@@ -158,13 +161,23 @@ class Restarts:
             _log.warning(
                 "redlock_async: %s %s; its votes do not count for %.1fs", self._name, why, span
             )
-        self.until = self._quarantine
+        self.until = math.inf if self.held else self._quarantine
+
+    def hold(self) -> None:
+        """No yes vote counts until ``release()`` (the census judged the node again)."""
+        self.held = True
+        self.until = math.inf
+
+    def release(self) -> None:
+        self.held = False
+        if self._blind is None:
+            self.until = self._quarantine
 
     def suspect(self, until: float) -> None:
         """A census found grants this node may have lost: its yes votes do not
         count before loop time ``until`` (``_epochs.py``)."""
         self._quarantine = max(self._quarantine, until)
-        if self._blind is None:
+        if self._blind is None and not self.held:
             self.until = self._quarantine
 
     def vote(self, reply: _Reply, now: float) -> _Reply | NodeError:
@@ -179,6 +192,10 @@ class Restarts:
                 error = NodeResponseError(self._blind)
                 error.__cause__ = self._cause  # what INFO answered, as for any node error
                 return error
+            if self.held:
+                return NodeError(
+                    f"{self._name} is quarantined after a restart until a census has read it again"
+                )
             return NodeError(
                 f"{self._name} is quarantined after a restart for {self.until - now:.1f}s more"
             )

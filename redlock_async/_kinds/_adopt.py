@@ -79,7 +79,7 @@ async def adopt(lock: Lock, commands: ExclusiveCommands, engine: Engine, token: 
     engine.check_open()
     if not engine.epochs.ready:
         # This Redlock's first renewal: the view of the nodes' epochs it
-        # carries comes from a census (_engine/_epochs.py), one round trip.
+        # carries comes from the censuses (_engine/_epochs.py), two round trips.
         await engine.epochs.first(vote_limit(engine.config.node_timeout))
     ttl = lock.options.ttl
     engine.ttls.granted(ttl)  # a restart seen from now on must cover this grant

@@ -141,7 +141,8 @@ async def test_a_failover_is_followed_and_treated_as_a_restart(
             lock = redlock.lock("job", ttl=3.0, auto_extend=False)
             assert not await lock.acquire(blocking=False)
             assert "quarantined after a restart" in str(lock.errors.get("sentinel:lock-a"))
-            # ... until the longest ttl granted (3 s) has passed: then it counts again.
+            # ... until censuses have read it again, and the grants it may lack
+            # (the 3 s one) have ended: then it counts again.
             assert await lock.acquire(timeout=60.0)
             await lock.release()
     finally:
