@@ -15,7 +15,21 @@ import pytest
 from .._loops import REPO, child_env
 from .mutants import MUTANTS
 
-_APPLY = "from tests.faults import mutants; mutants.apply({name!r})"
+# Applied, then every script the library holds still matches its flags: a
+# script with lua/_epoch.lua prepended must be sent with the caller's view as
+# its last argument (``views``), or every node answers STALE and the mutant
+# tests a lock that grants nothing.
+_APPLY = """
+import sys
+from tests.faults import mutants
+from redlock_async._engine._node import Script
+mutants.apply({name!r})
+for module in [m for n, m in sys.modules.items() if n.startswith("redlock_async")]:
+    for attribute, script in vars(module).items():
+        if isinstance(script, Script):
+            prelude = b"epoch_known(" in script.source
+            assert prelude == script.views, (module.__name__, attribute, script.views)
+"""
 
 # Every module global a renewal is sent through gets a mutated script.
 _RENEWALS = """
