@@ -16,19 +16,20 @@ from .._loops import REPO, child_env
 from .mutants import MUTANTS
 
 # Applied, then every script the library holds still matches its flags: a
-# script with lua/_epoch.lua prepended must be sent with the caller's view as
-# its last argument (``views``), or every node answers STALE and the mutant
-# tests a lock that grants nothing.
+# script that reads the caller's view of the nodes' epochs (ARGV[#ARGV], in
+# its code, not its comments) must be sent with it appended (``views``), or
+# every node answers STALE and the mutant tests a lock that grants nothing.
 _APPLY = """
-import sys
+import re, sys
 from tests.faults import mutants
 from redlock_async._engine._node import Script
 mutants.apply({name!r})
 for module in [m for n, m in sys.modules.items() if n.startswith("redlock_async")]:
     for attribute, script in vars(module).items():
         if isinstance(script, Script):
-            prelude = b"epoch_known(" in script.source
-            assert prelude == script.views, (module.__name__, attribute, script.views)
+            code = re.sub(rb"--[^\\n]*", b"", script.source)
+            reads_view = b"ARGV[#ARGV]" in code
+            assert reads_view == script.views, (module.__name__, attribute, script.views)
 """
 
 # Every module global a renewal is sent through gets a mutated script.
