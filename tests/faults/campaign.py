@@ -175,10 +175,13 @@ def main() -> None:
     parser.add_argument(
         "--only", metavar="SCHEDULE", help="run this one schedule once, with --seed, and print it"
     )
+    parser.add_argument(
+        "--mutant", choices=sorted(MUTANTS), help="with --only: plant this bug in the workers"
+    )
     args = parser.parse_args()
     if args.only:
         with tempfile.TemporaryDirectory(prefix="redlock-faults-") as tmp:
-            outcome = run_schedule(by_name(args.only), args.seed, Path(tmp))
+            outcome = run_schedule(by_name(args.only), args.seed, Path(tmp), mutant=args.mutant)
         print(outcome.summary())
         print(f"violated: {outcome.violated}; liveness ok: {outcome.verdicts['liveness'].ok};"
               f" worker codes {outcome.worker_codes}; wall {outcome.wall:.1f}s")  # fmt: skip

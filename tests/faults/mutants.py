@@ -26,7 +26,9 @@ from redlock_async._engine import (
     Waiting,
     _admission,
     _engine,
+    _epochs,
     _quorum,
+    _restarts,
     _tally,
 )
 from redlock_async._kinds import _multilock, _rwlock, _semaphore
@@ -35,9 +37,14 @@ from redlock_async._kinds._multilock import MultiCommands
 __all__ = ["MUTANTS", "apply"]
 
 
-def _script(name: str, source: str, *, grants: bool = False) -> Script:
+def _script(name: str, source: str, *, grants: bool = False, views: bool = False) -> Script:
+    # ``views``: the source has lua/_epoch.lua prepended (an edited granting
+    # or renewing script) and reads the caller's view as its last argument.
+    # Without the flag nothing appends it, and every node answers STALE:
+    # the mutant would test a lock that grants and renews nothing.
     body = source.encode()
-    return Script(name, body, hashlib.sha1(body).hexdigest().encode(), grants=grants)
+    sha = hashlib.sha1(body).hexdigest().encode()
+    return Script(name, body, sha, grants=grants, views=views)
 
 
 def _quorum_of_half() -> None:
@@ -100,7 +107,7 @@ def _edited(script: Script, *edits: tuple[str, str]) -> Script:
     for old, new in edits:
         assert old in source, f"{script.name}.lua changed: update this mutant"
         source = source.replace(old, new)
-    return _script(script.name, source, grants=script.grants)
+    return _script(script.name, source, grants=script.grants, views=script.views)
 
 
 # Each renewal script's "only raise" step (issue 24), as a PTTL (or score)
@@ -191,9 +198,8 @@ def _reader_ignores_waiting_writer() -> None:
     source = _scripts.READ_ACQUIRE.source.decode()
     check = "if redis.call('EXISTS', KEYS[3]) == 1 then\n    return -1\nend\n"
     assert check in source, "rw_read_acquire.lua changed: update this mutant"
-    _set(
-        _rwlock, "READ_ACQUIRE", _script("rw_read_acquire", source.replace(check, ""), grants=True)
-    )
+    broken = _script("rw_read_acquire", source.replace(check, ""), grants=True, views=True)
+    _set(_rwlock, "READ_ACQUIRE", broken)
 
 
 def _semaphore_counts_per_node() -> None:
@@ -285,6 +291,20 @@ def _unbounded_backlog_vote() -> None:
     _set(_tally, "backlog_limit", lambda node_timeout: float("inf"))
 
 
+def _per_redlock_restart_rule() -> None:
+    # The restart rule before issue 25: each Redlock quarantines a restart it
+    # saw itself, for the longest ttl it granted itself. The census still runs
+    # but finds no suspect: a process started after the restart never saw the
+    # old server, and one with a short ttl lets the node back early, while
+    # another process's long grant it forgot is still valid.
+    _set(_epochs, "lost_until", lambda epoch, fields: 0.0)
+    _set(
+        _restarts,
+        "restart_span",
+        lambda ledger: max(ledger.longest, _restarts.MIN_QUARANTINE),
+    )
+
+
 MUTANTS: dict[str, Callable[[], None]] = {
     "quorum-n2": _quorum_of_half,
     "validity-ignores-elapsed": _validity_ignoring_elapsed,
@@ -303,6 +323,7 @@ MUTANTS: dict[str, Callable[[], None]] = {
     "dropped-release-under-volume": _dropped_release_under_volume,
     "admission-without-deadline": _admission_without_deadline,
     "unbounded-backlog-vote": _unbounded_backlog_vote,
+    "per-redlock-restart-rule": _per_redlock_restart_rule,
 }
 
 

@@ -55,6 +55,25 @@ ACL_ARGS = ("--user", ACL_USER[0], "on", f">{ACL_USER[1]}", "~*", "&*", "+@all",
 
 
 @dataclass(frozen=True)
+class Role:
+    """One worker's own settings, where workers differ (``Schedule.roles``).
+
+    Several processes with different ttls share names, and a process started
+    after a restart knows nothing of the nodes before it: the restart rule
+    must hold for all of them (issue 25).
+    """
+
+    ttl: float | None = None  # None: the schedule's
+    hold: tuple[float, float] | None = None  # None: the schedule's
+    # Seconds after the run starts (the nemesis's clock) before the worker
+    # builds its Redlock and begins: it has seen nothing of the nodes before.
+    start: float = 0.0
+    # Seconds after the run starts past which it begins no more grants, on
+    # the same clock as the schedule's duration (None: that duration).
+    stop: float | None = None
+
+
+@dataclass(frozen=True)
 class Schedule:
     name: str
     workload: str  # counter | fenced | rw | renew | multi | semaphore | handoff | mixed
@@ -102,6 +121,8 @@ class Schedule:
     max_recovery: float = math.inf
     # The mixed workload's knobs (tests/faults/mixed.py: MIX has them all, with defaults).
     mix: dict[str, Any] = field(default_factory=dict)
+    # Per worker (index w: roles[w]); workers past the end take the schedule's settings.
+    roles: tuple[Role, ...] = ()
 
 
 @dataclass
@@ -252,6 +273,7 @@ def run_schedule(
         # spawned); workers that time things against the faults use it.
         epoch = time.monotonic()
         for worker in range(schedule.workers):
+            role = schedule.roles[worker] if worker < len(schedule.roles) else Role()
             out = workdir / f"w{worker}.jsonl"
             cluster.outputs.append(out)
             config = {
@@ -259,11 +281,12 @@ def run_schedule(
                 "resource": cluster.resource.url,
                 "process": f"w{worker}",
                 "seed": rng.randrange(2**32),
-                "duration": schedule.duration,
+                "duration": schedule.duration if role.stop is None else role.stop,
                 "workload": schedule.workload,
                 "tasks": schedule.tasks,
-                "ttl": schedule.ttl,
-                "hold": schedule.hold,
+                "ttl": schedule.ttl if role.ttl is None else role.ttl,
+                "hold": schedule.hold if role.hold is None else role.hold,
+                "start": role.start,
                 "limit": schedule.limit,
                 "gap": schedule.gap,
                 "overrun": schedule.overrun,

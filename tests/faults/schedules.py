@@ -13,7 +13,7 @@ import random
 from collections.abc import Callable
 
 from .nemesis import Fault, staggered_loss
-from .run import Schedule
+from .run import Role, Schedule
 
 __all__ = [
     "IN_MODEL",
@@ -21,6 +21,7 @@ __all__ = [
     "MIXED_MUTANTS",
     "MUTANT_SCHEDULES",
     "OUT_OF_MODEL",
+    "RESTART_MUTANTS",
     "REVIEW_FINDINGS",
     "REVIEW_SMOKE",
     "SMOKE",
@@ -323,6 +324,47 @@ _MIXED_ACQUIRE_BURST = Schedule(
 )
 IN_MODEL += (MIXED, _MIXED_SHORT, _MIXED_ACQUIRE_BURST)
 
+# Issue 25: the restart rule across processes. Three nodes A, B, C (0-2);
+# processes with different ttls on one name, and processes started after a
+# restart, each with its own Redlock; nodes restart empty one at a time.
+# w0, a job with ttl 4 s, takes the name once, first, and holds it: on A and
+# B only, C being cut off from w0 alone. B then restarts empty, that grant
+# still valid on A. B and C would make a quorum without it: w2, started
+# after the restart, never saw B's old server, and w1 (ttl 0.5 s, started
+# before it) would let B back after its own 2 s - the rule before issue 25,
+# planted as "per-redlock-restart-rule", grants w2 the name while w0 holds
+# it. The census keeps B and C out until w0's grant has ended (its record,
+# 1.25 x 4 s after the grant). Once B counts again, A goes down and comes
+# back empty while short grants come and go, and w3 (ttl 2 s) starts after
+# it. Never more than one node faulty at a time.
+_RESTARTS_ACROSS = Schedule(
+    "restarts-across-processes",
+    "counter",
+    duration=9.5,
+    nodes=3,
+    workers=4,
+    tasks=1,
+    hold=(0.0, 0.05),
+    acquire_timeout=2.0,
+    roles=(
+        # Not at once: a worker's interpreter takes 0.5-2.5 s to start on a
+        # loaded 2-core machine, and its grant must come inside the partition
+        # and still be valid when w2 starts.
+        Role(ttl=4.0, hold=(3.6, 3.8), start=1.0, stop=3.2),
+        Role(ttl=0.5, start=2.6),
+        Role(ttl=1.0, start=3.7),
+        Role(ttl=2.0, start=8.1),
+    ),
+    faults=(
+        # w0's grant, while C is silent to it (and to it alone): on A and B.
+        Fault(at=0.0, kind="partition", duration=3.2, nodes=(2,), workers=(0,)),
+        Fault(at=3.4, kind="restart-node-empty", nodes=(1,)),
+        # Down a while, back empty (a delayed restart).
+        Fault(at=7.6, kind="kill-node", duration=0.3, nodes=(0,)),
+    ),
+)
+IN_MODEL += (_RESTARTS_ACROSS,)
+
 OUT_OF_MODEL: tuple[Schedule, ...] = (
     Schedule(
         "paused-holders-unfenced",
@@ -446,6 +488,14 @@ MIXED_MUTANTS: dict[str, Schedule] = {
     "admission-without-deadline": _MIXED_ACQUIRE_BURST,  # call_bounds
 }
 MUTANT_SCHEDULES.update(MIXED_MUTANTS)
+
+# Issue 25's rule, planted back to the one before it (each Redlock judging
+# restarts by what it saw and granted itself): a second holder beside w0.
+# Last: the seeds of the mutants above stay what they were.
+RESTART_MUTANTS: dict[str, Schedule] = {
+    "per-redlock-restart-rule": _RESTARTS_ACROSS,  # mutual_exclusion
+}
+MUTANT_SCHEDULES.update(RESTART_MUTANTS)
 
 # The every-CI tier: a few in-model schedules, the out-of-model detections,
 # and the mutants (each on its schedule).

@@ -15,7 +15,22 @@ import pytest
 from .._loops import REPO, child_env
 from .mutants import MUTANTS
 
-_APPLY = "from tests.faults import mutants; mutants.apply({name!r})"
+# Applied, then every script the library holds still matches its flags: a
+# script that reads the caller's view of the nodes' epochs (ARGV[#ARGV], in
+# its code, not its comments) must be sent with it appended (``views``), or
+# every node answers STALE and the mutant tests a lock that grants nothing.
+_APPLY = """
+import re, sys
+from tests.faults import mutants
+from redlock_async._engine._node import Script
+mutants.apply({name!r})
+for module in [m for n, m in sys.modules.items() if n.startswith("redlock_async")]:
+    for attribute, script in vars(module).items():
+        if isinstance(script, Script):
+            code = re.sub(rb"--[^\\n]*", b"", script.source)
+            reads_view = b"ARGV[#ARGV]" in code
+            assert reads_view == script.views, (module.__name__, attribute, script.views)
+"""
 
 # Every module global a renewal is sent through gets a mutated script.
 _RENEWALS = """

@@ -79,7 +79,13 @@ async def run(config: dict[str, Any]) -> None:
     record = Recorder(config["out"], config["process"])
     rng = random.Random(config["seed"])
     workload: str = config["workload"]
-    deadline = time.monotonic() + config["duration"]
+    start: float = config.get("start", 0.0)
+    if start:
+        # A process started later (after a restart, say): it has seen nothing
+        # of the nodes before, so it waits before making any connection or
+        # Redlock, and its run still ends about when the others' do.
+        await asyncio.sleep(max(0.0, config["epoch"] + start - time.monotonic()))
+    deadline = time.monotonic() + config["duration"] - start
     resource = redis.asyncio.Redis.from_url(config["resource"])
     clients: list[redis.asyncio.Redis] = []
     if config.get("driver") == "redis-py":
