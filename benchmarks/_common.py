@@ -8,9 +8,10 @@ import contextlib
 import logging
 import statistics
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 __all__ = [
     "Result",
@@ -165,3 +166,66 @@ def count_warnings(logger: str = "redlock_async") -> Iterator[WarningCounter]:
         yield counter
     finally:
         log.removeHandler(counter)
+
+
+class BareConn(asyncio.Protocol):
+    """A bare RESP connection for the floors: replies, in order, to the callbacks
+    that sent the commands; ``coalesce``: writes gathered per loop iteration."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, coalesce: bool = True) -> None:
+        # Imported here: peers.py's child process imports this module from a
+        # venv of its own, which need not have hiredis.
+        import hiredis
+
+        self.loop = loop
+        self.coalesce = coalesce
+        self.reader = hiredis.Reader()
+        self.pending: deque[Callable[[object], None]] = deque()
+        self.out: list[bytes] = []
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # Not isinstance(asyncio.Transport): uvloop's transports are not subclasses.
+        self.transport = cast(asyncio.Transport, transport)
+
+    def send(self, payload: bytes, callback: Callable[[object], None]) -> None:
+        assert self.transport is not None
+        self.pending.append(callback)
+        if not self.coalesce:
+            self.transport.write(payload)
+            return
+        if not self.out:
+            self.loop.call_soon(self.flush)
+        self.out.append(payload)
+
+    def flush(self) -> None:
+        assert self.transport is not None
+        self.transport.write(b"".join(self.out))
+        self.out.clear()
+
+    def data_received(self, data: bytes) -> None:
+        self.reader.feed(data)
+        while (reply := self.reader.gets()) is not False:
+            self.pending.popleft()(reply)
+
+
+class Votes:
+    """A quorum of ``expect`` replies -> True; too many others -> False."""
+
+    __slots__ = ("expect", "future", "need", "no", "spare", "yes")
+
+    def __init__(self, future: asyncio.Future[bool], n: int, expect: object = 1) -> None:
+        self.future, self.expect, self.need = future, expect, n // 2 + 1
+        self.yes = self.no = 0
+        self.spare = n - self.need  # no votes the quorum can absorb
+
+    def __call__(self, reply: object) -> None:
+        if reply == self.expect:  # anything else (nil, 0, an error reply) votes no
+            self.yes += 1
+        else:
+            self.no += 1
+        if not self.future.done():
+            if self.yes >= self.need:
+                self.future.set_result(True)
+            elif self.no > self.spare:
+                self.future.set_result(False)

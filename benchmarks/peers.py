@@ -71,7 +71,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,7 +86,7 @@ from redlock_async.sync import Redlock as SyncRedlock
 from redlock_async.testing import RedisNodes
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import add_loop_option, count_warnings, on_each_loop
+from _common import BareConn, Votes, add_loop_option, count_warnings, on_each_loop
 from _peers_child import CHILD_PEERS, POTTERY_SYNC
 from _peers_report import FLOOR_C, FLOOR_W, NODE, markdown, report, svg
 from _peers_workloads import GRACE, ONE_NAME_GRACE, TTL, WORKLOADS, run_workload, threads_for
@@ -150,68 +149,10 @@ RELEASE_LUA = (
 )
 
 
-class _FloorConn(asyncio.Protocol):
-    """One node: replies, in order, to the callbacks that sent the commands."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, coalesce: bool) -> None:
-        self.loop = loop
-        self.coalesce = coalesce
-        self.reader = hiredis.Reader()
-        self.pending: deque[Callable[[object], None]] = deque()
-        self.out: list[bytes] = []
-        self.transport: asyncio.Transport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # Not isinstance(asyncio.Transport): uvloop's transports are not subclasses.
-        self.transport = cast(asyncio.Transport, transport)
-
-    def send(self, payload: bytes, callback: Callable[[object], None]) -> None:
-        assert self.transport is not None
-        self.pending.append(callback)
-        if not self.coalesce:
-            self.transport.write(payload)
-            return
-        if not self.out:
-            self.loop.call_soon(self.flush)
-        self.out.append(payload)
-
-    def flush(self) -> None:
-        assert self.transport is not None
-        self.transport.write(b"".join(self.out))
-        self.out.clear()
-
-    def data_received(self, data: bytes) -> None:
-        self.reader.feed(data)
-        while (reply := self.reader.gets()) is not False:
-            self.pending.popleft()(reply)
-
-
-class _Votes:
-    """A quorum of ``expect`` replies -> True; too many others -> False."""
-
-    __slots__ = ("expect", "future", "need", "no", "spare", "yes")
-
-    def __init__(self, future: asyncio.Future[bool], n: int, expect: object) -> None:
-        self.future, self.expect, self.need = future, expect, n // 2 + 1
-        self.yes = self.no = 0
-        self.spare = n - self.need
-
-    def __call__(self, reply: object) -> None:
-        if reply == self.expect:  # anything else (nil, 0, an error reply) votes no
-            self.yes += 1
-        else:
-            self.no += 1
-        if not self.future.done():
-            if self.yes >= self.need:
-                self.future.set_result(True)
-            elif self.no > self.spare:
-                self.future.set_result(False)
-
-
 class FloorClient:
     """The floors: ``SET NX PX`` at quorum, compare-and-delete at quorum."""
 
-    def __init__(self, conns: list[_FloorConn], sha: bytes) -> None:
+    def __init__(self, conns: list[BareConn], sha: bytes) -> None:
         self.conns = conns
         self.sha = sha
         self.pack: Callable[[tuple[object, ...]], bytes] = hiredis.pack_command  # type: ignore[assignment]
@@ -223,14 +164,14 @@ class FloorClient:
         conns = []
         for port in ports:
             _, conn = await loop.create_connection(
-                lambda: _FloorConn(loop, coalesce), "127.0.0.1", port
+                lambda: BareConn(loop, coalesce), "127.0.0.1", port
             )
             conns.append(conn)
         return cls(conns, sha)
 
     def _fan(self, payload: bytes, expect: object) -> asyncio.Future[bool]:
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        votes = _Votes(future, len(self.conns), expect)
+        votes = Votes(future, len(self.conns), expect)
         for conn in self.conns:
             conn.send(payload, votes)
         return future

@@ -34,10 +34,8 @@ import secrets
 import statistics
 import sys
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import cast
 
 import hiredis
 import redis.asyncio
@@ -49,65 +47,10 @@ from redlock_async._engine import CENSUS
 from redlock_async.testing import RedisServer
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import Result, add_loop_option, on_each_loop, run_for, table
+from _common import BareConn, Result, Votes, add_loop_option, on_each_loop, run_for, table
 
 Grant = Callable[[int], Awaitable[float | None]]
 _pack: Callable[[tuple[object, ...]], bytes] = hiredis.pack_command  # type: ignore[assignment]
-
-
-class _Bare(asyncio.Protocol):
-    """Floor (b): FIFO replies to callbacks, writes coalesced per loop iteration."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, coalesce: bool = True) -> None:
-        self.loop = loop
-        self.coalesce = coalesce
-        self.reader = hiredis.Reader()
-        self.pending: deque[Callable[[object], None]] = deque()
-        self.out: list[bytes] = []
-        self.transport: asyncio.Transport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # Not isinstance(asyncio.Transport): uvloop's transports are not subclasses.
-        self.transport = cast(asyncio.Transport, transport)
-
-    def send(self, payload: bytes, callback: Callable[[object], None]) -> None:
-        self.pending.append(callback)
-        if not self.coalesce:
-            assert self.transport is not None
-            self.transport.write(payload)
-            return
-        if not self.out:
-            self.loop.call_soon(self.flush)
-        self.out.append(payload)
-
-    def flush(self) -> None:
-        assert self.transport is not None
-        self.transport.write(b"".join(self.out))
-        self.out.clear()
-
-    def data_received(self, data: bytes) -> None:
-        self.reader.feed(data)
-        while (reply := self.reader.gets()) is not False:
-            self.pending.popleft()(reply)
-
-
-class _Votes:
-    __slots__ = ("future", "need", "no", "spare", "yes")
-
-    def __init__(self, future: asyncio.Future[bool], n: int) -> None:
-        self.future, self.need, self.yes, self.no = future, n // 2 + 1, 0, 0
-        self.spare = n - self.need  # no votes the quorum can absorb
-
-    def __call__(self, reply: object) -> None:
-        if reply == 1:
-            self.yes += 1
-        else:
-            self.no += 1
-        if not self.future.done():
-            if self.yes >= self.need:
-                self.future.set_result(True)
-            elif self.no > self.spare:
-                self.future.set_result(False)
 
 
 async def bare_floor(
@@ -116,12 +59,12 @@ async def bare_floor(
     loop = asyncio.get_running_loop()
     conns = []
     for port in ports:
-        _, conn = await loop.create_connection(lambda: _Bare(loop, coalesce), "127.0.0.1", port)
+        _, conn = await loop.create_connection(lambda: BareConn(loop, coalesce), "127.0.0.1", port)
         conns.append(conn)
 
     async def fan(payload: bytes) -> bool:
         future: asyncio.Future[bool] = loop.create_future()
-        votes = _Votes(future, len(conns))
+        votes = Votes(future, len(conns))
         for conn in conns:
             conn.send(payload, votes)
         return await future

@@ -154,7 +154,7 @@ class Epochs:
         self._quorum.running_loop().call_soon(self._start)
 
     async def first(self, wait: float) -> None:
-        """Before this Redlock's first grant: a census, waited for at most ``wait`` s.
+        """Before this Redlock's first grant: the censuses, waited for at most ``wait`` s.
 
         Waited for alone: a caller cancelled or out of time leaves it running.
         Not done in time, the attempt goes out with the view it has; nodes

@@ -65,7 +65,7 @@ async def test_a_process_started_after_the_restart_is_not_granted(
     p3 = make_redlock()
     lock = p3.lock("job", ttl=3.0, auto_extend=False)
     assert await _refused_until(lock, end) >= 5
-    assert "job" in str(lock.errors) or lock.errors  # why: busy, STALE or quarantined
+    assert lock.errors  # why: busy, STALE or quarantined
     # Available again soon after the old grant's end: the record that kept B
     # and C out outlives the grant by at most a quarter of max(ttl, 2 s).
     loop = asyncio.get_running_loop()
