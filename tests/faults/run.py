@@ -482,6 +482,9 @@ def mixed_verdicts(events: Sequence[Event], schedule: Schedule) -> dict[str, Ver
     }
 
 
+_SHORTEST_HEALTHY = 0.1  # seconds
+
+
 def phases(events: Sequence[Event], t0: float, end: float) -> list[tuple[str, float, float]]:
     """Healthy stretches (no fault active, 1 s after each heal) and faulted ones."""
     active = 0
@@ -498,7 +501,11 @@ def phases(events: Sequence[Event], t0: float, end: float) -> list[tuple[str, fl
     start, state = t0, 0
     for when, now_active in marks:
         name = "healthy" if state == 0 else "faulted"
-        if when > start:
+        # A healthy stretch too short for any acquire to complete in it is
+        # no stretch: a fault due one second after a heal starts a few us
+        # after the heal's grace ends, or a few us before (by the nemesis's
+        # timing), and "no attempt completed" there says nothing.
+        if when > start + (_SHORTEST_HEALTHY if state == 0 else 0.0):
             out.append((f"{name}{len(out)}", start, when))
         start = when + (1.0 if now_active == 0 else 0.0)
         state = now_active

@@ -927,3 +927,26 @@ def test_call_bounds_gives_a_burst_of_one_attempt_acquires_its_waves() -> None:
     # One on its own has no wave ahead of it: 2 V + node_timeout (1.15 s) + slack.
     alone = [call(1.0, "w3", 1, "lock", "x", 0.0), returned(3.6, "w3", 1, "lock", "x", "false")]
     assert not call_bounds(alone, node_timeout=0.05).ok
+
+
+def test_phases_skip_a_healthy_stretch_too_short_to_judge() -> None:
+    """A fault due one second after a heal lands a few us after the heal's
+    grace: that sliver is no healthy phase (liveness would find no attempt
+    in it). A real healthy stretch is kept."""
+    from .run import phases
+
+    nemesis = [
+        Event(1.0, "nemesis", "fault", "delay"),
+        Event(2.0, "nemesis", "heal", "delay"),
+        Event(3.00008, "nemesis", "fault", "kill-node"),
+        Event(4.0, "nemesis", "heal", "kill-node"),
+    ]
+    names = [
+        (name.rstrip("0123456789"), start, end) for name, start, end in phases(nemesis, 0.0, 8.0)
+    ]
+    assert names == [
+        ("healthy", 0.0, 1.0),
+        ("faulted", 1.0, 2.0),
+        ("faulted", 3.00008, 4.0),
+        ("healthy", 5.0, 8.0),
+    ]
