@@ -21,7 +21,9 @@ the mixed workload (``mixed.py``) writes besides its grants:
   machine), which no library can answer through - allowed on top of a bound.
 - the nemesis's ``fault``/``heal`` events: a process is unhealthy from a fault
   that reaches it (every process, or those in its ``workers=(...)``) until
-  ``after_heal`` seconds after the heal. Waits are judged while healthy only.
+  ``after_heal`` seconds after the heal - or, when the fault restarted a
+  node (``RESTARTS``), until the documented end of the restart rule's
+  quarantine (:func:`restart_out`). Waits are judged while healthy only.
 
 RES is a name, several names joined by "," (a multilock), the read-write
 lock's name (``read``/``write``) or the semaphore's (``sem``).
@@ -37,6 +39,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from redlock_async._engine import vote_limit
+from redlock_async._engine._restarts import MIN_QUARANTINE
 
 from .history import Event
 from .verdict import Verdict
@@ -187,8 +190,34 @@ def _stalls(events: Sequence[Event]) -> dict[str, Intervals]:
 _WORKERS = re.compile(r"workers=\(([^)]*)\)")
 
 
-def unhealthy(events: Sequence[Event], after_heal: float) -> dict[str | None, Intervals]:
-    """Per process, when a fault reached it (until ``after_heal`` past the heal).
+# Faults that restart a node (possibly empty): the restart rule keeps it out
+# of every process's quorum a while after it is back (docs/guarantees.md,
+# "Restarted nodes", Availability).
+RESTARTS = frozenset({"kill-node", "restart-node-at-once", "restart-node-empty"})
+
+_RECONNECT = 0.5  # a client's reconnection (its backoff) after the node is back
+
+
+def restart_out(began: float, healed: float, ttl: float) -> float:
+    """When a node restarted by a fault from ``began`` to ``healed`` votes again,
+    at the latest, per the documented rule.
+
+    Each Redlock that sees the restart (on reconnecting, ``_RECONNECT`` at the
+    latest) keeps the node out ``MIN_QUARANTINE`` (2 s); a node that lost its
+    data also waits for the view records of the grants made before it went
+    down, which live 1.25 x max(ttl, 2 s). So a quorum short of that node -
+    one more node holding a leftover key is enough, as when a partitioned
+    worker's release reached a bare quorum - is the model's, not a stall.
+    """
+    records = began + 1.25 * max(ttl, 2.0)
+    return max(healed + _RECONNECT + MIN_QUARANTINE, records)
+
+
+def unhealthy(
+    events: Sequence[Event], after_heal: float, ttl: float = 0.0
+) -> dict[str | None, Intervals]:
+    """Per process, when a fault reached it (until ``after_heal`` past the heal,
+    or :func:`restart_out` for a restart, ``ttl`` being the schedule's).
 
     Key None: faults that reach every process. A nemesis fault names the
     workers it reaches in its detail (``workers=(1,)``; none: all of them);
@@ -210,8 +239,11 @@ def unhealthy(events: Sequence[Event], after_heal: float) -> dict[str | None, In
             pending = open_faults.get((event.process, event.op))
             if pending:
                 began, reached = pending.pop(0)
+                until = event.time + after_heal
+                if event.op in RESTARTS:
+                    until = max(until, restart_out(began, event.time, ttl))
                 for process in reached:
-                    spans[process].append((began, event.time + after_heal))
+                    spans[process].append((began, until))
     for (_, _), pending in open_faults.items():
         for began, reached in pending:
             for process in reached:
@@ -429,6 +461,7 @@ def _idle_waits(
     slack: float,
     contended: float,
     after_heal: float,
+    ttl: float,
 ) -> tuple[list[str], dict[str, int], dict[str, float]]:
     """Stretches in which a waiter's want was all free, healthy, and it still waited.
 
@@ -442,7 +475,7 @@ def _idle_waits(
     history = sorted(events, key=lambda e: e.time)
     found = calls(history)
     resources = _Resources(_occupancy(history), found)
-    faults = unhealthy(history, after_heal)
+    faults = unhealthy(history, after_heal, ttl)
     stalls = _stalls(history)
     waiters = [c for c in found if c.op in ops and c.timeout > 0]
     everyone = [c for c in found if c.op in ACQUIRES and c.timeout > 0]
@@ -499,6 +532,7 @@ def prompt_grants(
     slack: float = 0.3,
     contended: float = 3.0,
     after_heal: float = 1.0,
+    ttl: float = 0.0,
     ops: Iterable[str] = ("lock", "read", "write", "sem"),
 ) -> Verdict:
     """A free lock (a free semaphore slot) is taken by a waiting caller within a bound.
@@ -513,7 +547,7 @@ def prompt_grants(
     """
     violations, counts, figures = _idle_waits(
         events, frozenset(ops), retry=retry, slack=slack, contended=contended,
-        after_heal=after_heal,
+        after_heal=after_heal, ttl=ttl,
     )  # fmt: skip
     return Verdict("prompt_grants", not violations, violations, counts, figures)
 
@@ -525,6 +559,7 @@ def waits_only_for_its_names(
     slack: float = 0.3,
     contended: float = 3.0,
     after_heal: float = 1.0,
+    ttl: float = 0.0,
 ) -> Verdict:
     """No acquire waits on a lock it was not waiting for.
 
@@ -535,7 +570,7 @@ def waits_only_for_its_names(
     """
     violations, counts, figures = _idle_waits(
         events, frozenset({"multi"}), retry=retry, slack=slack, contended=contended,
-        after_heal=after_heal,
+        after_heal=after_heal, ttl=ttl,
     )  # fmt: skip
     return Verdict("waits_only_for_its_names", not violations, violations, counts, figures)
 

@@ -477,8 +477,9 @@ def mixed_verdicts(events: Sequence[Event], schedule: Schedule) -> dict[str, Ver
         "semaphore_limit": semaphore_limit(events, schedule.limit),
         "adopt_scope": adopt_scope(events),
         "call_bounds": call_bounds(events, node_timeout=node_timeout),
-        "prompt_grants": prompt_grants(events, retry=retry),
-        "waits_only_for_its_names": waits_only_for_its_names(events, retry=retry),
+        # ttl: a restarted node's quarantine lasts longer with it (restart_out).
+        "prompt_grants": prompt_grants(events, retry=retry, ttl=schedule.ttl),
+        "waits_only_for_its_names": waits_only_for_its_names(events, retry=retry, ttl=schedule.ttl),
     }
 
 

@@ -950,3 +950,31 @@ def test_phases_skip_a_healthy_stretch_too_short_to_judge() -> None:
         ("faulted", 3.00008, 4.0),
         ("healthy", 5.0, 8.0),
     ]
+
+
+def test_prompt_grants_allows_a_restarted_nodes_quarantine() -> None:
+    """mixed-workload's seed 1184710264: node 1 back empty at 2.0, a writer's
+    want free from 3.1 while the restart rule still kept node 1 out (2 s from
+    the restart, after a reconnection) and a partitioned worker's leftover
+    reader keys sat on two more nodes: not a stall of the library's. The same
+    wait after a pause (no restart) is one."""
+
+    def history(fault: str) -> list[Event]:
+        return [
+            Event(1.0, "nemesis", "fault", fault, detail="nodes=(1,) workers=()"),
+            Event(2.0, "nemesis", "heal", fault),
+            hold(2.5, "w1", "t1", "lock", "b"),
+            call(3.0, "w0", 1, "lock", "b", 3.0),
+            free(3.1, "w1", "t1", "lock", "b"),
+            hold(4.3, "w0", "t2", "lock", "b"),
+            returned(4.3, "w0", 1, "lock", "b"),
+        ]
+
+    assert prompt_grants(history("kill-node"), retry=0.4, ttl=1.0).ok
+    stalled = prompt_grants(history("pause-node"), retry=0.4, ttl=1.0)
+    assert not stalled.ok
+    assert "free for 1.200 s of its wait, [3.100, 4.300]" in stalled.violations[0]
+    # Past the quarantine (2 s + a reconnection after the heal), it counts.
+    late = [*history("kill-node")[:-2], hold(5.8, "w0", "t2", "lock", "b")]
+    late.append(returned(5.8, "w0", 1, "lock", "b"))
+    assert not prompt_grants(late, retry=0.4, ttl=1.0).ok
