@@ -457,8 +457,12 @@ def judge(
         verdicts["no_lost_updates"] = fenced_updates(events)
     if schedule.workload == "mixed":
         verdicts.update(mixed_verdicts(events, schedule))
+    # Phases from the first thing a worker did: on a loaded machine the
+    # workers' start (imports, connections, censuses) can outlast the first
+    # healthy second, and a stretch before any worker ran says nothing.
+    started = min((e.time for e in events if e.process != "nemesis"), default=t0)
     verdicts["liveness"] = liveness(
-        events, phases(events, t0, end), max_recovery=schedule.max_recovery
+        events, phases(events, max(t0, started), end), max_recovery=schedule.max_recovery
     )
     return verdicts
 
@@ -483,7 +487,7 @@ def mixed_verdicts(events: Sequence[Event], schedule: Schedule) -> dict[str, Ver
     }
 
 
-_SHORTEST_HEALTHY = 0.1  # seconds
+_SHORTEST_HEALTHY = 0.25  # seconds: a few attempts' worth on a loaded machine
 
 
 def phases(events: Sequence[Event], t0: float, end: float) -> list[tuple[str, float, float]]:
@@ -502,13 +506,13 @@ def phases(events: Sequence[Event], t0: float, end: float) -> list[tuple[str, fl
     start, state = t0, 0
     for when, now_active in marks:
         name = "healthy" if state == 0 else "faulted"
-        # A healthy stretch too short for any acquire to complete in it is
-        # no stretch: a fault due one second after a heal starts a few us
+        # A healthy stretch too short for acquires to complete in it is no
+        # stretch: a fault due one second after a heal starts a few us
         # after the heal's grace ends, or a few us before (by the nemesis's
         # timing), and "no attempt completed" there says nothing.
         if when > start + (_SHORTEST_HEALTHY if state == 0 else 0.0):
             out.append((f"{name}{len(out)}", start, when))
-        start = when + (1.0 if now_active == 0 else 0.0)
+        start = max(start, when + (1.0 if now_active == 0 else 0.0))
         state = now_active
     if end > start:
         out.append((f"{'healthy' if state == 0 else 'faulted'}{len(out)}", start, end))

@@ -978,3 +978,19 @@ def test_prompt_grants_allows_a_restarted_nodes_quarantine() -> None:
     late = [*history("kill-node")[:-2], hold(5.8, "w0", "t2", "lock", "b")]
     late.append(returned(5.8, "w0", 1, "lock", "b"))
     assert not prompt_grants(late, retry=0.4, ttl=1.0).ok
+
+
+def test_phases_begin_when_the_workers_do() -> None:
+    """Workers that started late (a loaded machine) have no healthy phase
+    before they ran: phases() counts from the start it is given, and a
+    fault and heal before it do not move that start back."""
+    from .run import phases
+
+    nemesis = [
+        Event(1.0, "nemesis", "fault", "delay"),
+        Event(1.2, "nemesis", "heal", "delay"),
+        Event(4.0, "nemesis", "fault", "pause-node"),
+        Event(4.5, "nemesis", "heal", "pause-node"),
+    ]
+    names = [(name.rstrip("0123456789"), a, b) for name, a, b in phases(nemesis, 1.5, 8.0)]
+    assert names == [("healthy", 2.2, 4.0), ("faulted", 4.0, 4.5), ("healthy", 5.5, 8.0)]
