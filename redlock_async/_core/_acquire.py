@@ -120,103 +120,120 @@ async def acquire(
         # the caller's deadline allows.
         wait = span if deadline is None else min(span, max(0.0, deadline - engine.clock()))
         await epochs.first(wait)
+    wake = engine.wake
+    # Others of this process already wait for this lock: an attempt now would
+    # jump their line (and race the waiter its release wakes); in line behind
+    # them instead, it attempts once its turn comes.
+    queued = (
+        blocking and limit != 0 and fair is None and wake is not None and wake.waiting
+        and wake.queued(commands.waiting())
+    )  # fmt: skip
+    errors: NodeErrors | None = None
     try:
         while True:
-            # One attempt, inlined: no coroutine per attempt on the hot path.
-            if engine.closing:
-                engine.check_open()  # raises: aclose() has begun
-            token = engine.new_token()
-            if prefix:
-                token = prefix + token
-            command = commands.acquire(token, options.ttl_ms, options.fencing, fair)
-            # Recorded before sending: a node may keep this grant even if the
-            # attempt fails here, and a restart seen meanwhile must cover it.
-            if ttl > ttls.longest:
-                ttls.granted(ttl)
-            # A bounded number of attempts on the wire (_engine/_admission.py).
-            admission = engine.admission
-            if admission.free > 0:
-                admission.free -= 1
-            elif not await admission.wait(  # cancelled here: nothing was sent
-                None if deadline is None else deadline - engine.clock(), oneshot=oneshot
-            ):
-                return _unadmitted(engine, admission, failures)
-            started = engine.clock()
-            tally = last = engine.fanout(command)
-            # At the deadline, an attempt still undecided is abandoned (and
-            # undone below, like any failed one): a node slow to vote must
-            # not hold the caller past its timeout.
-            cut = None
-            if deadline is not None and deadline - started < span:
-                cut = engine.loop().call_later(deadline - started, tally.abandon)
-            fencing: int | None = None
-            errors: NodeErrors | None = None
-            try:
-                ok = await tally.decided
-                if ok and agree is not None:
-                    ok = await agree(tally)
-                if ok and options.fencing:
-                    fencing, errors = await _fence(engine, commands, tally, token)
-                    ok = fencing is not None
-            except asyncio.CancelledError:
-                tally.abandon()
-                engine.undo(tally, commands.release(token, False))
-                raise
-            finally:
-                admission.leave()
-                if cut is not None:
-                    cut.cancel()
-            if ok:
-                # Validity is judged after the write-back: it is part of the grant.
-                now = engine.clock()
-                left = validity(ttl, started, now, engine.config.drift_factor)
-                if left > floor and engine.closing:
-                    # Granted while aclose() waited for attempts in flight:
-                    # nobody will hold it. Released, and the caller told.
+            if queued:
+                queued = first = False
+                assert wake is not None
+                subscription = await wake.subscribe(commands.waiting(), engine.config.node_timeout)
+                if subscription.active:
+                    continue  # its turn came meanwhile (or it joins a run of readers)
+                errors = {}
+            else:
+                # One attempt, inlined: no coroutine per attempt on the hot path.
+                if engine.closing:
+                    engine.check_open()  # raises: aclose() has begun
+                token = engine.new_token()
+                if prefix:
+                    token = prefix + token
+                command = commands.acquire(token, options.ttl_ms, options.fencing, fair)
+                # Recorded before sending: a node may keep this grant even if the
+                # attempt fails here, and a restart seen meanwhile must cover it.
+                if ttl > ttls.longest:
+                    ttls.granted(ttl)
+                # A bounded number of attempts on the wire (_engine/_admission.py).
+                admission = engine.admission
+                if admission.free > 0:
+                    admission.free -= 1
+                elif not await admission.wait(  # cancelled here: nothing was sent
+                    None if deadline is None else deadline - engine.clock(), oneshot=oneshot
+                ):
+                    return _unadmitted(engine, admission, failures)
+                started = engine.clock()
+                tally = last = engine.fanout(command)
+                # At the deadline, an attempt still undecided is abandoned (and
+                # undone below, like any failed one): a node slow to vote must
+                # not hold the caller past its timeout.
+                cut = None
+                if deadline is not None and deadline - started < span:
+                    cut = engine.loop().call_later(deadline - started, tally.abandon)
+                fencing: int | None = None
+                errors = None
+                try:
+                    ok = await tally.decided
+                    if ok and agree is not None:
+                        ok = await agree(tally)
+                    if ok and options.fencing:
+                        fencing, errors = await _fence(engine, commands, tally, token)
+                        ok = fencing is not None
+                except asyncio.CancelledError:
+                    tally.abandon()
                     engine.undo(tally, commands.release(token, False))
-                    engine.check_open()  # raises
-                if left > floor:
-                    grant = Grant(token, ttl, now + left, tally, fencing, now)
-                    return grant, {}, failures
-            errors = errors if errors is not None else tally.errors()
-            engine.undo(tally, commands.release(token, False))
-            if failures is None:
-                failures = Failures()
-            if failures.add(tally) == max_attempts:
-                return None, errors, failures
-
-            # Refused: what next.
-            if engine.closing:
-                engine.check_open()  # raises: nothing can be granted any more
-            if outage is not None:
-                if not outage.count(tally, started):
-                    # Votes still coming may make it "busy": as judged() waits.
-                    wait = engine.config.node_timeout
-                    if deadline is not None:
-                        wait = min(wait, deadline - engine.clock())
-                    await outage.settle(tally, started, wait)
-                rest = outage.left(engine.clock())
-                if rest is not None and rest <= _EARLY:
-                    failures.unavailable = outage.limit
+                    raise
+                finally:
+                    admission.leave()
+                    if cut is not None:
+                        cut.cancel()
+                if ok:
+                    # Validity is judged after the write-back: it is part of the grant.
+                    now = engine.clock()
+                    left = validity(ttl, started, now, engine.config.drift_factor)
+                    if left > floor and engine.closing:
+                        # Granted while aclose() waited for attempts in flight:
+                        # nobody will hold it. Released, and the caller told.
+                        engine.undo(tally, commands.release(token, False))
+                        engine.check_open()  # raises
+                    if left > floor:
+                        grant = Grant(token, ttl, now + left, tally, fencing, now)
+                        return grant, {}, failures
+                errors = errors if errors is not None else tally.errors()
+                engine.undo(tally, commands.release(token, False))
+                if failures is None:
+                    failures = Failures()
+                if failures.add(tally) == max_attempts:
                     return None, errors, failures
-            if first:
-                first = False
-                if not blocking or limit == 0:
-                    return None, errors, failures  # timeout=0: one attempt, like blocking=False
-                if engine.wake is not None:
-                    # Listen for releases. The deadline bounds the wait for
-                    # confirmations too.
-                    wait = engine.config.node_timeout
-                    if deadline is not None:
-                        wait = min(wait, deadline - engine.clock())
-                    if wait > 0:
-                        # The line of this lock (never of another sharing a name).
-                        subscription = await engine.wake.subscribe(commands.waiting(), wait)
-                        if subscription.active:
-                            # First in line: try once more at once, since a
-                            # release before the subscription would be missed.
-                            # Behind another waiter, that one's attempts cover it.
-                            continue
+
+                # Refused: what next.
+                if engine.closing:
+                    engine.check_open()  # raises: nothing can be granted any more
+                if outage is not None:
+                    if not outage.count(tally, started):
+                        # Votes still coming may make it "busy": as judged() waits.
+                        wait = engine.config.node_timeout
+                        if deadline is not None:
+                            wait = min(wait, deadline - engine.clock())
+                        await outage.settle(tally, started, wait)
+                    rest = outage.left(engine.clock())
+                    if rest is not None and rest <= _EARLY:
+                        failures.unavailable = outage.limit
+                        return None, errors, failures
+                if first:
+                    first = False
+                    if not blocking or limit == 0:
+                        return None, errors, failures  # timeout=0: one attempt, like blocking=False
+                    if engine.wake is not None:
+                        # Listen for releases. The deadline bounds the wait for
+                        # confirmations too.
+                        wait = engine.config.node_timeout
+                        if deadline is not None:
+                            wait = min(wait, deadline - engine.clock())
+                        if wait > 0:
+                            # The line of this lock (never of another sharing a name).
+                            subscription = await engine.wake.subscribe(commands.waiting(), wait)
+                            if subscription.active:
+                                # First in line: try once more at once, since a
+                                # release before the subscription would be missed.
+                                # Behind another waiter, that one's attempts cover it.
+                                continue
             config = engine.config
             delay = retry_delay(config.retry_delay, config.retry_jitter, engine.rng)
             idle: float | None = None  # how long a waiter not yet in turn waits
@@ -228,6 +245,11 @@ async def acquire(
                 if remaining <= _EARLY:  # an attempt cut at the deadline ends it here
                     return None, errors, failures
                 delay = min(delay, remaining)
+                if failures is None:
+                    # In line since the start, never attempted: once, before
+                    # the deadline, out of turn if need be - so a caller that
+                    # gives up knows what the nodes said, not only its place.
+                    remaining = max(0.0, remaining - engine.config.node_timeout)
                 idle = remaining if idle is None else min(idle, remaining)
             if outage is not None and (rest := outage.left(engine.clock())) is not None:
                 # The last attempt comes when the outage reaches its limit:

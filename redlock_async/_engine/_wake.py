@@ -180,6 +180,17 @@ class WakeHub:
                 chan.lines[key] = queue
         return queue
 
+    @property
+    def waiting(self) -> bool:
+        """Whether any waiter of this process waits for any lock (one test on the hot path)."""
+        return bool(self._channels)
+
+    def queued(self, waiting: Waiting) -> bool:
+        """Whether waiters of this process already wait for the lock ``waiting`` names."""
+        chan = self._channels.get(waiting.channels[0])
+        queue = None if chan is None else chan.lines.get(waiting.line)
+        return queue is not None and queue.head is not None
+
     def wanted(self, channel: bytes) -> bool:
         return channel in self._channels
 

@@ -13,6 +13,9 @@ import itertools
 from collections import Counter
 from collections.abc import Callable
 
+import pytest
+
+from redlock_async import LockBusy
 from redlock_async._core._lock import Lock
 from redlock_async._core._scripts import (
     ACQUIRE,
@@ -146,6 +149,63 @@ def test_each_grant_costs_one_attempt_of_the_next_waiter_not_one_per_waiter() ->
     assert attempts_on_n0(c, RELEASE.name) == 1 + n
 
 
+def test_a_new_waiter_behind_others_of_its_process_joins_the_line_without_attempting() -> None:
+    """Waiters of this process already wait for the lock: a new acquire joins
+    the line behind them with no attempt of its own - one would only jump the
+    line, or race the waiter the next release wakes (split votes, undos) -
+    and is granted in its turn, woken by the release before it."""
+    c = wake_cluster()
+
+    async def main() -> list[tuple[str, float]]:
+        holder = c.lock(auto_extend=False)
+        assert await holder.acquire()
+        log: list[tuple[str, float]] = []
+        first = asyncio.ensure_future(take_and_release(c.lock(auto_extend=False), log, "first"))
+        await asyncio.sleep(1.0)
+        before = attempts_on_n0(c, ACQUIRE.name)
+        later = asyncio.ensure_future(take_and_release(c.lock(auto_extend=False), log, "later"))
+        await asyncio.sleep(1.0)
+        assert attempts_on_n0(c, ACQUIRE.name) == before  # in line: not one attempt
+        await holder.release()
+        await asyncio.gather(first, later)
+        return log
+
+    start = c.clock()
+    assert run(main(), c.clock) == [("first", start + 2.0), ("later", start + 2.0)]
+    # The holder's grant; the first waiter's refused attempt, its try once
+    # subscribed and its winning one; the later waiter's winning one alone.
+    assert attempts_on_n0(c, ACQUIRE.name) == 1 + 3 + 1
+
+
+def test_a_waiter_in_line_that_gives_up_has_asked_the_nodes_once() -> None:
+    """In line from the start and its turn never came: it still attempts once,
+    a node_timeout before its deadline, so that it gives up with what the
+    nodes said (held elsewhere) rather than with no attempt at all."""
+    c = wake_cluster(node_timeout=0.05)
+
+    async def main() -> tuple[float, int]:
+        holder = c.lock(auto_extend=False)
+        assert await holder.acquire()
+        waiter = asyncio.ensure_future(c.lock(auto_extend=False).acquire())
+        await asyncio.sleep(1.0)
+        before = attempts_on_n0(c, ACQUIRE.name)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(LockBusy):
+            async with c.lock(auto_extend=False, timeout=2.0):
+                pass
+        assert loop.time() - started == pytest.approx(2.0, abs=0.01)
+        tried = attempts_on_n0(c, ACQUIRE.name) - before
+        attempted_at = c.times(ACQUIRE.name)[-1]
+        await holder.release()
+        assert await waiter
+        return attempted_at - started, tried
+
+    offset, tried = run(main(), c.clock)
+    assert tried == 1
+    assert offset == pytest.approx(2.0 - 0.05, abs=0.01)
+
+
 def test_a_woken_waiter_cancelled_before_its_attempt_passes_the_wake_up_on() -> None:
     c = wake_cluster()
 
@@ -234,11 +294,13 @@ def test_readers_are_granted_together_and_a_writer_behind_them_is_not_passed() -
         ("late reader", start + 2.0): 5,
     }
     assert [tag for tag, _ in log].index("writer") == 20
-    # Per reader: its first attempt (refused) and the winning one; each early
-    # reader, active as soon as it joins the readers ahead, also tries once
-    # more once subscribed (a release may have come since its first attempt).
-    # The late ones wait their turn without attempts. Nobody polled.
-    assert attempts_on_n0(c, READ_ACQUIRE.name) == 25 * 2 + 20
+    # Per early reader (all started at once, before any waits in line): its
+    # first attempt (refused), one more once subscribed (active as soon as it
+    # joins the readers ahead: a release may have come since its first
+    # attempt), the winning one. The late ones find the writer waiting in
+    # line: they join behind it without a first attempt (it would only jump
+    # the line) and make the winning one alone. Nobody polled.
+    assert attempts_on_n0(c, READ_ACQUIRE.name) == 20 * 3 + 5 * 1
 
 
 def test_fair_waiters_keep_their_heartbeat_but_a_release_wakes_only_the_first() -> None:
