@@ -7,7 +7,7 @@ import time
 from .._base._errors import LockNotOwned, describe_errors
 from .._base._observe import LOCK, warn
 from .._engine import Engine, Tally
-from ._commands import Commands
+from ._commands import Commands, ExclusiveCommands
 from ._grant import Grant
 
 __all__ = ["judge_release", "send_release", "settle_release"]
@@ -23,6 +23,15 @@ def send_release(engine: Engine, commands: Commands, grant: Grant) -> tuple[Tall
     expired = engine.clock() >= grant.validity_end
     command = commands.release(grant.token, engine.wake is not None)
     tally = engine.cleanup(command, after=grant.acquired)  # queued past LIMIT in flight
+    wake = engine.wake
+    if wake is not None and wake.waiting and type(commands) is ExclusiveCommands:
+        # This process's waiters for the lock are woken now, not by the nodes'
+        # announcements a round trip later: their attempts go out after the
+        # release on each node's connection, so it has run there first (one
+        # round trip per hand-over, not two). Where it has not (a pool of
+        # connections, a queue), an attempt is refused and the announcements
+        # wake the waiter again (WakeHub.notify's echoes).
+        wake.notify(commands.keys.wake, grant.token)
     # Resend where a connection fails, for as long as the key may live.
     tally.resend_until = time.monotonic() + grant.ttl
     return tally, expired

@@ -28,7 +28,7 @@ from redlock_async._core._scripts import (
 )
 from redlock_async._engine._wake import WakeHub
 
-from ._scripted import Cluster, Rule, Sent, run
+from ._scripted import Cluster, Late, Rule, Sent, run
 from .test_wake_queue import make_hub
 
 
@@ -40,11 +40,14 @@ class Store:
         self.strings: dict[bytes, bytes] = {}
         self.readers: dict[bytes, set[bytes]] = {}
 
+    latency = 0.0  # seconds each reply and announcement takes to reach the client
+
     def announce(self, sent: Sent) -> None:
         token = sent.args[0]
         assert isinstance(token, bytes)
         if len(sent.keys) > 1:  # the wake channel: the token, once the reply is on its way
-            asyncio.get_running_loop().call_soon(self.hub.notify, sent.keys[1], token)
+            loop = asyncio.get_running_loop()
+            loop.call_later(self.latency, self.hub.notify, sent.keys[1], token)
 
     def acquire(self, sent: Sent) -> int:
         key, token = sent.keys[0], sent.args[0]
@@ -92,15 +95,26 @@ class Store:
         return self.acquire(sent)
 
 
-def wake_cluster(node_timeout: float = 0.05) -> Cluster:
-    """A cluster whose nodes keep state and announce releases; wake-ups on."""
+def wake_cluster(node_timeout: float = 0.05, latency: float = 0.0) -> Cluster:
+    """A cluster whose nodes keep state and announce releases; wake-ups on.
+
+    ``latency``: every reply and announcement arrives that much after the
+    command was sent (the node's state changes at once, in arrival order).
+    """
     c = Cluster(retry_delay=60.0, retry_jitter=0.0, node_timeout=node_timeout)
     hub, _ = make_hub(len(c.nodes))
     c.engine.wake = hub
     stores = [Store(hub) for _ in c.nodes]
+    for store in stores:
+        store.latency = latency
 
     def each(rule: Callable[[Store], Callable[[Sent], int]]) -> list[Rule]:
-        return [rule(store) for store in stores]
+        if not latency:
+            return [rule(store) for store in stores]
+        return [
+            (lambda answer: lambda sent: Late(answer(sent), latency))(rule(store))
+            for store in stores
+        ]
 
     c.script(ACQUIRE.name, *each(lambda s: s.acquire))
     c.script(RELEASE.name, *each(lambda s: s.release))
@@ -204,6 +218,35 @@ def test_a_waiter_in_line_that_gives_up_has_asked_the_nodes_once() -> None:
     offset, tried = run(main(), c.clock)
     assert tried == 1
     assert offset == pytest.approx(2.0 - 0.05, abs=0.01)
+
+
+def test_a_release_hands_over_to_a_waiter_of_its_process_in_one_round_trip() -> None:
+    """A plain lock released while a waiter of this process is in turn: the
+    waiter is woken as the release goes out, not by the nodes' announcement
+    a round trip later, and its attempt follows the release on every node."""
+    c = wake_cluster(latency=0.01)
+
+    async def main() -> tuple[float, float]:
+        holder = c.lock(auto_extend=False)
+        assert await holder.acquire()
+        log: list[tuple[str, float]] = []
+        waiter = asyncio.ensure_future(take_and_release(c.lock(auto_extend=False), log))
+        await asyncio.sleep(1.0)
+        released = asyncio.get_running_loop().time()
+        await holder.release()
+        await waiter
+        return released, log[0][1]
+
+    released, granted = run(main(), c.clock)
+    # Sent together: one round trip (the grant's reply) after the release.
+    assert c.times(ACQUIRE.name)[-1] == pytest.approx(released)
+    assert granted == pytest.approx(released + 0.01)
+    for node in ("n0", "n1", "n2"):
+        order = [sent.script for name, sent in c.log if name == node]
+        assert order[-3:] == [RELEASE.name, ACQUIRE.name, RELEASE.name]
+    # The holder, the waiter's refused attempt, its try once subscribed, and
+    # the winning one: the early wake-up cost no attempt.
+    assert attempts_on_n0(c, ACQUIRE.name) == 4
 
 
 def test_a_woken_waiter_cancelled_before_its_attempt_passes_the_wake_up_on() -> None:
