@@ -23,12 +23,13 @@ __all__ = ["extend_now"]
 
 async def extend_now(
     renewer: Renewer[Any], grant: Grant, ttl: float, still_held: Callable[[], bool]
-) -> tuple[str, Mapping[str, NodeError]] | None:
+) -> tuple[str, Mapping[str, NodeError], bool] | None:
     """Renew ``grant`` to ``ttl`` now, retrying while it is valid.
 
     Returns None when renewed, else why it is lost (reason, per-node
-    errors); ``renewer``'s schedule is stopped and left for the caller to
-    restart.
+    errors, whether a quorum refused it: only then may its keys be
+    released, see ``Lock._lose``); ``renewer``'s schedule is stopped and
+    left for the caller to restart.
     """
     await renewer.settle()  # a renewal in flight lands first: no race with it
     renewer.stop()
@@ -37,7 +38,7 @@ async def extend_now(
     while still_held():
         started = engine.clock()
         if started >= grant.validity_end:
-            return "its validity ended before it could be extended", {}
+            return "its validity ended before it could be extended", {}, False
         engine.ttls.granted(ttl)
         tally = engine.fanout(renewer.commands.extend(grant.token, ttl))
         await tally.decided
@@ -45,9 +46,9 @@ async def extend_now(
         if verdict == "ok":
             return None
         if verdict == "refused":
-            return "a quorum of nodes no longer holds it", tally.errors()
+            return "a quorum of nodes no longer holds it", tally.errors(), True
         interval = extend_retry_interval(config.retry_delay, grant.ttl)
         wait = min(interval, grant.validity_end - engine.clock())
         if wait > 0:
             await asyncio.sleep(wait)
-    return "it was released or lost meanwhile", {}
+    return "it was released or lost meanwhile", {}, False

@@ -82,9 +82,14 @@ class Body:
         self.pending: Cleanup | None = None  # the release held back until the body stops
 
     def stop(
-        self, cleanup: Cleanup, cancel: bool, error: LockLost, loop: asyncio.AbstractEventLoop
+        self,
+        cleanup: Cleanup | None,
+        cancel: bool,
+        error: LockLost,
+        loop: asyncio.AbstractEventLoop,
     ) -> None:
-        """The lock is lost (``error``): hold ``cleanup`` back; ``cancel``: cancel the body.
+        """The lock is lost (``error``): hold ``cleanup`` back (None: nothing to
+        release); ``cancel``: cancel the body.
 
         Not when the body is the caller: its extend() raises LockLost already.
         """

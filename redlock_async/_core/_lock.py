@@ -253,7 +253,7 @@ class Lock(LockState):
                 return
             if self._grant is not grant:  # released or lost meanwhile
                 raise self._loss.error or LockLost(f"lock {self._name!r} is no longer held")
-            raise self._lose(*lost)
+            raise self._lose(*lost)  # (reason, errors, refused: whether to release)
         finally:
             if self._grant is grant and self._options.auto_extend:
                 renewer.start(grant)
@@ -310,8 +310,11 @@ class Lock(LockState):
         holdings.discard(self)
         holdings.owners.gave_up(self, self._name, self._commands.kind)
 
-    def _lose(self, reason: str, errors: Mapping[str, NodeError]) -> LockLost:
-        """Mark the held grant lost, tell the holder, clean up; returns the error."""
+    def _lose(self, reason: str, errors: Mapping[str, NodeError], release: bool = True) -> LockLost:
+        """Mark the held grant lost, tell the holder; returns the error. ``release``:
+        delete its keys - only when no live copy of it can be left (a quorum
+        refused it, or aclose()): lost for want of answers in time, it may live
+        on for an adopted copy of its token, whose keys a release would delete."""
         grant = self._grant
         error = LockLost(f"lock {self._name!r} was lost: {reason}", errors)
         if grant is None:
@@ -321,10 +324,13 @@ class Lock(LockState):
         self._loss.tell(error, self._options.on_lost, self)
         # Remnants on a minority would only block the next holder until expiry;
         # not while a body may still work, though: only once it has stopped.
-        release = self._commands.release(grant.token, False)
-        cleanup = Cleanup(grant.acquired, release, time.monotonic() + grant.ttl)
+        cleanup = None
+        if release:
+            command = self._commands.release(grant.token, False)
+            cleanup = Cleanup(grant.acquired, command, time.monotonic() + grant.ttl)
         if self._body is None:
-            self._engine.undo(*cleanup)
+            if cleanup is not None:
+                self._engine.undo(*cleanup)
         else:
             self._body.stop(cleanup, self._options.cancel_on_lost, error, self._engine.loop())
         return error

@@ -54,8 +54,9 @@ __all__ = ["LoseCallback", "Renewals", "Renewer"]
 
 _Owner = TypeVar("_Owner")
 
-LoseCallback = Callable[[_Owner, str, Mapping[str, NodeError]], object]
-"""Told (owner, reason, per-node errors) when renewal cannot keep the grant."""
+LoseCallback = Callable[[_Owner, str, Mapping[str, NodeError], bool], object]
+"""Told (owner, reason, per-node errors, whether a quorum refused the grant)
+when renewal cannot keep the grant."""
 
 _NO_ERRORS: Final[Mapping[str, NodeError]] = MappingProxyType({})
 _REFUSED = "a quorum of nodes refused the renewal (keys expired or taken)"
@@ -124,10 +125,14 @@ class Renewer(Generic[_Owner]):
         """
         self.stop()
 
-    def tell_lost(self, reason: str, errors: Mapping[str, NodeError]) -> None:
+    def tell_lost(
+        self, reason: str, errors: Mapping[str, NodeError], refused: bool = False
+    ) -> None:
+        """The grant is lost; ``refused``: a quorum said so (its keys may then be
+        released: no live copy of it can be left, see ``Lock._lose``)."""
         owner = self.owner()
         if owner is not None:
-            self.schedule.lose(owner, reason, errors)
+            self.schedule.lose(owner, reason, errors, refused)
 
 
 class Renewals(Generic[_Owner]):
@@ -304,7 +309,7 @@ class Renewals(Generic[_Owner]):
                 renewer.errors = _NO_ERRORS
                 self._again(renewer, grant, grant.validity_end - now, loop_now, loop)
             elif verdict == "refused":
-                renewer.tell_lost(_REFUSED, batch.errors(position))
+                renewer.tell_lost(_REFUSED, batch.errors(position), refused=True)
             else:
                 renewer.errors = batch.errors(position)  # reported if the retries fail too
                 self._retry(renewer, grant)

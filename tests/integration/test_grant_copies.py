@@ -88,6 +88,41 @@ async def test_an_adopters_longer_ttl_survives_the_takers_renewals(
     assert await third.lock("job").acquire(blocking=False)
 
 
+async def test_a_copy_lost_for_want_of_answers_leaves_the_adopted_copy_its_keys(
+    make_redlock: MakeRedlock, redis_nodes: RedisNodes
+) -> None:
+    # The mixed workload's overlap (issue 25's open one): the taker, auto-
+    # extended with a short ttl, could not renew in time (its event loop
+    # stalled, or its nodes were slow) and was told it lost the lock - and
+    # then released the token's keys, which were the adopter's too: a third
+    # client was granted the name while the adopter still claimed it. A copy
+    # lost for want of answers must leave the keys to expire.
+    proxy = redis_nodes._proxy
+    assert proxy is not None
+    listeners = [proxy.add(node.direct_port) for node in redis_nodes]
+    taker_nodes = [
+        RedisNode(node.server, listener)
+        for node, listener in zip(redis_nodes, listeners, strict=True)
+    ]
+    taker, worker, third = make_redlock(taker_nodes), make_redlock(), make_redlock()
+    a = taker.lock("job", ttl=1.0)  # auto_extend
+    assert await a.acquire()
+    token = token_of(a)
+    b = await worker.adopt("job", a.token or "", ttl=30.0)
+    for listener in listeners:  # the taker's nodes answer too late from now on
+        listener.delay(0.5)
+    assert await eventually(lambda: a.lost)
+    for listener in listeners:
+        listener.heal()
+    await asyncio.sleep(1.5)  # anything the taker sent (or resent) has landed
+    assert b.held
+    for node in redis_nodes:
+        assert node.client().get(JOB.lock) == token, node.url
+    assert not await third.lock("job").acquire(blocking=False)  # still one holder: B
+    await b.release()
+    assert await third.lock("job").acquire(blocking=False)
+
+
 async def test_an_adoption_with_a_shorter_ttl_keeps_the_takers_expiry(
     make_redlock: MakeRedlock, redis_nodes: RedisNodes
 ) -> None:

@@ -241,9 +241,10 @@ def test_renewal_loss_at_the_loss_deadline_cancels_the_body(batched: bool) -> No
     # Lost at the loss deadline: validity end less min(node_timeout, ttl/10).
     deadline = start + 3.0 - DRIFT_3S - 0.05
     assert deadline <= c.clock() <= deadline + 0.005
-    releases = c.sent(RELEASE.name)
-    assert [name for name, _ in releases] == ["n0", "n1", "n2"]
-    assert all(sent.at == pytest.approx(c.clock(), abs=0.005) for _, sent in releases)
+    # No release: lost for want of a quorum's answer, the grant may live on
+    # the nodes, where another copy of it (adopt() of its token) may hold it.
+    # Its keys expire by their ttl.
+    assert c.sent(RELEASE.name) == []
 
 
 def test_renewal_retries_are_spaced_out_until_the_loss_deadline(batched: bool) -> None:

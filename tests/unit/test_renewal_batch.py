@@ -303,9 +303,9 @@ def test_released_locks_leave_the_schedule() -> None:
 def test_a_cluster_node_among_the_nodes_sends_renewals_one_by_one() -> None:
     nodes = [ScriptedNode("n0"), ScriptedNode("n1", cross_slot=False), ScriptedNode("n2")]
     engine = Engine(nodes, RedlockConfig(wake_on_release=False))
-    assert not Renewals(engine, lambda owner, reason, errors: None).batching
+    assert not Renewals(engine, lambda owner, reason, errors, refused: None).batching
     everywhere = Engine([ScriptedNode(f"n{i}") for i in range(3)], RedlockConfig())
-    assert Renewals(everywhere, lambda owner, reason, errors: None).batching
+    assert Renewals(everywhere, lambda owner, reason, errors, refused: None).batching
 
 
 class NotOneKey(ExclusiveCommands):
