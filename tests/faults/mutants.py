@@ -161,6 +161,18 @@ def _renewal_shortens() -> None:
     _set(_batch, "EXTEND_MANY", batched)
 
 
+def _lost_copy_releases() -> None:
+    # A lock lost for want of answers in time (its event loop stalled, its
+    # nodes slow) releases its token's keys, as every loss did before: an
+    # adopted copy of the grant still holds them, and loses them under it.
+    original = Lock._lose
+
+    def lose(self: Lock, reason: str, errors: Any, release: bool = True) -> Any:
+        return original(self, reason, errors, True)
+
+    Lock._lose = lose  # type: ignore[method-assign]
+
+
 def _no_rollback() -> None:
     _engine.Engine.undo = lambda self, tally, release, until=0.0: None  # type: ignore[method-assign]
 
@@ -320,6 +332,7 @@ MUTANTS: dict[str, Callable[[], None]] = {
     "adopt-without-confirmation": _adopt_without_confirmation,
     "line-per-first-name": _line_per_first_name,
     "renewal-shortens": _renewal_shortens,
+    "lost-copy-releases": _lost_copy_releases,
     "dropped-release-under-volume": _dropped_release_under_volume,
     "admission-without-deadline": _admission_without_deadline,
     "unbounded-backlog-vote": _unbounded_backlog_vote,

@@ -489,6 +489,26 @@ MIXED_MUTANTS: dict[str, Schedule] = {
 }
 MUTANT_SCHEDULES.update(MIXED_MUTANTS)
 
+# Handoffs while their worker stalls (SIGSTOP, 0.4 s: a GC pause, an
+# overloaded host): the taker, renewing at 0.3 s, is lost for want of answers
+# in time, while the copy adopted with 1.5 s holds on. A lost copy must leave
+# the keys to that copy (docs/guarantees.md, "Copies of one grant"); the
+# mutant releases them, and another worker takes the name under the adopter.
+_MIXED_PAUSED_HANDOFFS = Schedule(
+    "mixed-paused-handoffs",
+    "mixed",
+    duration=6.0,
+    workers=4,
+    ttl=1.0,
+    limit=8,
+    keys_left_bound=2.0,
+    faults=tuple(
+        Fault(at=1.0 + 0.6 * i, kind="pause-worker", duration=0.4, workers=(i % 3,))
+        for i in range(8)
+    ),
+    mix={"handoff_tasks": 3},
+)
+
 # Issue 25's rule, planted back to the one before it (each Redlock judging
 # restarts by what it saw and granted itself): a second holder beside w0.
 # Last: the seeds of the mutants above stay what they were.
@@ -711,3 +731,12 @@ def by_name(name: str) -> Schedule:
         if schedule.name == name:
             return schedule
     raise KeyError(name)
+
+
+# Last: the seeds of the schedules and mutants above stay what they were.
+IN_MODEL += (_MIXED_PAUSED_HANDOFFS,)
+# After issue 25's campaign: a lost copy releasing its token's keys.
+COPY_MUTANTS: dict[str, Schedule] = {
+    "lost-copy-releases": _MIXED_PAUSED_HANDOFFS,  # mutual_exclusion
+}
+MUTANT_SCHEDULES.update(COPY_MUTANTS)

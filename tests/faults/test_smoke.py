@@ -18,6 +18,7 @@ from .known_open import KNOWN_OPEN
 from .mutants import MUTANTS
 from .run import Outcome, Schedule, run_schedule
 from .schedules import (
+    COPY_MUTANTS,
     MIXED_MUTANTS,
     MUTANT_SCHEDULES,
     OUT_OF_MODEL,
@@ -89,6 +90,11 @@ def test_planted_bugs_are_caught(tmp_path: Path) -> None:
     # ttls, lets the restarted node back while another's long grant is valid.
     missed = [m for m in RESTART_MUTANTS if "mutual_exclusion" not in matrix[m]]
     assert not missed, f"issue 25's planted bug not caught: {missed}: {matrix}"
+    # A copy of a grant lost for want of answers (its worker stalled) must
+    # leave the keys to the copy adopted elsewhere: releasing them lets a
+    # second holder in.
+    missed = [m for m in COPY_MUTANTS if "mutual_exclusion" not in matrix[m]]
+    assert not missed, f"the lost copy's release not caught: {missed}: {matrix}"
 
 
 class KnownViolation(AssertionError):
