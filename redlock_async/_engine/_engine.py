@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from .._base._config import RedlockConfig
 from .._base._errors import NodeError, RedlockError
 from .._base._keys import epoch_key
-from .._base._observe import NODE, telemetry, warn
+from .._base._observe import NODE, Telemetry, telemetry, warn
 from ._admission import LIMIT, Admission
 from ._cleanups import Cleanups
 from ._drain import drain
@@ -103,7 +103,7 @@ class Engine:
         self.closing = False
         self.ttls = ttls or TtlLedger()  # the longest ttl granted: quarantine length
         # Metrics and spans when opentelemetry-api is installed (None: off).
-        self.telemetry = telemetry(config.telemetry, config.telemetry_lock_names)
+        self._telemetry = telemetry(config.telemetry, config.telemetry_lock_names)
         self._quorum.on_error = self._node_failed
         # The nodes' epochs: who may have lost grants still valid (_epochs.py).
         self.epochs = Epochs(self._quorum, epoch_key(config.prefix), config.drift_factor)
@@ -117,6 +117,15 @@ class Engine:
         # child (the lock layer then drops the grants it held).
         self.on_rehome: list[Callable[[], None]] = []
         self._quorum.on_rehome = self._rehome
+
+    @property
+    def telemetry(self) -> Telemetry | None:
+        """Where to report metrics and spans; None when off, or while no SDK's
+        providers are installed (nothing would record them: ``Telemetry.live``)."""
+        reporter = self._telemetry
+        if reporter is None or reporter.live():
+            return reporter
+        return None
 
     def _node_failed(self, index: int, error: NodeError) -> None:
         """A node failed a command (or its vote timed out): a rate-limited warning
