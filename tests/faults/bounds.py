@@ -195,22 +195,26 @@ _WORKERS = re.compile(r"workers=\(([^)]*)\)")
 # "Restarted nodes", Availability).
 RESTARTS = frozenset({"kill-node", "restart-node-at-once", "restart-node-empty"})
 
-_RECONNECT = 0.5  # a client's reconnection (its backoff) after the node is back
+_RECONNECT = 0.5  # a client's reconnection after a node is back, at the least
+_BACKOFF_CAP = 2.0  # the lean driver's reconnection backoff, at most (resp/_node.py)
 
 
 def restart_out(began: float, healed: float, ttl: float) -> float:
     """When a node restarted by a fault from ``began`` to ``healed`` votes again,
-    at the latest, per the documented rule.
+    at the latest, per the documented rule (docs/guarantees.md, Availability).
 
-    Each Redlock that sees the restart (on reconnecting, ``_RECONNECT`` at the
-    latest) keeps the node out ``MIN_QUARANTINE`` (2 s); a node that lost its
-    data also waits for the view records of the grants made before it went
-    down, which live 1.25 x max(ttl, 2 s). So a quorum short of that node -
-    one more node holding a leftover key is enough, as when a partitioned
-    worker's release reached a bare quorum - is the model's, not a stall.
+    A node that lost its data is suspect until the view records of every grant
+    made with its old epoch have expired: 1.25 x max(ttl, 2 s) after the last
+    one. A process makes such grants until it notices the restart - on
+    reconnecting, after its backoff, which doubles from 50 ms while the node
+    is down (about the outage's length, 2 s at most). Each Redlock also keeps
+    the node out ``MIN_QUARANTINE`` from then, which the records outlast. So a
+    quorum short of that node - one more node holding a leftover key is
+    enough, as when a partitioned worker's release reached a bare quorum - is
+    the model's, not a stall.
     """
-    records = began + 1.25 * max(ttl, 2.0)
-    return max(healed + _RECONNECT + MIN_QUARANTINE, records)
+    noticed = healed + max(_RECONNECT, min(_BACKOFF_CAP, healed - began + 0.05))
+    return noticed + max(MIN_QUARANTINE, 1.25 * max(ttl, 2.0))
 
 
 def unhealthy(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .bounds import Intervals, calls, unhealthy
+from .bounds import Intervals, calls, restart_out, unhealthy
 from .checkers import (
     adopt_scope,
     call_bounds,
@@ -974,10 +974,13 @@ def test_prompt_grants_allows_a_restarted_nodes_quarantine() -> None:
     stalled = prompt_grants(history("pause-node"), retry=0.4, ttl=1.0)
     assert not stalled.ok
     assert "free for 1.200 s of its wait, [3.100, 4.300]" in stalled.violations[0]
-    # Past the quarantine (2 s + a reconnection after the heal), it counts.
-    late = [*history("kill-node")[:-2], hold(5.8, "w0", "t2", "lock", "b")]
-    late.append(returned(5.8, "w0", 1, "lock", "b"))
+    # Past the quarantine (down 1 s: noticed up to 1.05 s after the heal, and
+    # the old view's records live 2.5 s more), it counts.
+    late = [*history("kill-node")[:-2], hold(7.0, "w0", "t2", "lock", "b")]
+    late.append(returned(7.0, "w0", 1, "lock", "b"))
     assert not prompt_grants(late, retry=0.4, ttl=1.0).ok
+    assert restart_out(1.0, 2.0, 1.0) == pytest.approx(2.0 + 1.05 + 2.5)
+    assert restart_out(1.0, 1.0, 4.0) == pytest.approx(1.0 + 0.5 + 5.0)  # back at once
 
 
 def test_phases_begin_when_the_workers_do() -> None:
