@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ __all__ = [
     "is_release_start",
     "load",
     "merge",
+    "stalls",
     "windows",
 ]
 
@@ -192,6 +194,42 @@ class Window:
         return f"{self.process} ({self.op}{token}{fence}) [{self.start:.6f}, {end}]"
 
 
+STALL_NOTICE = 0.1
+"""Seconds after its process resumed within which a holder told of a loss
+was told at once (its loop runs the timers that came due while stopped)."""
+
+_WORKERS = re.compile(r"workers=\(([^)]*)\)")
+
+
+def stalls(events: Iterable[Event]) -> dict[str, list[tuple[float, float]]]:
+    """When each worker process could not run: stopped by the nemesis
+    (``pause-worker``, its ``workers=(...)``) or its event loop running late
+    (``lag`` events: the stall ends when noticed, ``value`` ms long)."""
+    found: dict[str, list[tuple[float, float]]] = {}
+    paused: list[tuple[float, list[str]]] = []  # in order: a heal ends the oldest
+    for event in sorted(events, key=lambda e: e.time):
+        if event.kind == "lag" and event.value:
+            found.setdefault(event.process, []).append(
+                (event.time - event.value / 1000, event.time)
+            )
+        elif event.process == "nemesis" and event.op == "pause-worker":
+            if event.kind == "fault":
+                match = _WORKERS.search(event.detail)
+                numbers = re.split(r"[,\s]+", match.group(1)) if match else []
+                paused.append((event.time, [f"w{n}" for n in numbers if n]))
+            elif event.kind == "heal" and paused:
+                began, processes = paused.pop(0)
+                for process in processes:
+                    found.setdefault(process, []).append((began, event.time))
+    return found
+
+
+def _told_on_resume(spans: Sequence[tuple[float, float]], told: float) -> float | None:
+    """The start of a stall that ended just before ``told`` (None: none did)."""
+    starts = [a for a, b in spans if told - STALL_NOTICE <= b <= told + STALL_NOTICE]
+    return min(starts) if starts else None
+
+
 def windows(events: Iterable[Event], ops: Iterable[str] = ACQUIRE_OPS) -> list[Window]:
     """The window of every grant in ``events`` whose op is in ``ops``.
 
@@ -202,11 +240,19 @@ def windows(events: Iterable[Event], ops: Iterable[str] = ACQUIRE_OPS) -> list[W
     either lacks a token, to the same process's latest open grant on that
     key. A grant with no claimed validity end and no release claims
     exclusivity for good: its window never ends.
+
+    An auto-renewed grant (no claimed end) whose holder was told of its loss
+    as its process resumed from a stall (stopped, or its loop late: see
+    :func:`stalls`) ends when that stall began: a process that cannot run
+    cannot be told, nor act on what it holds; once it runs, it is told at
+    once (within ``STALL_NOTICE``). A claimed validity end is never moved.
     """
+    events = sorted(events, key=lambda e: e.time)
+    stalled = stalls(events)
     wanted = frozenset(ops)
     open_grants: dict[tuple[str, str], list[_Open]] = {}
     done: list[Window] = []
-    for event in sorted(events, key=lambda e: e.time):
+    for event in events:
         slot = (event.process, event.key)
         if event.kind == "ok" and event.op in wanted:
             grant = _Open(event)
@@ -229,7 +275,12 @@ def windows(events: Iterable[Event], ops: Iterable[str] = ACQUIRE_OPS) -> list[W
             grant_or_none = _find(grants, event.token)
             if grant_or_none is not None:
                 grants.remove(grant_or_none)
-                done.append(grant_or_none.close(event.time))
+                end = event.time
+                if event.kind == "lost" and math.isinf(grant_or_none.valid_until):
+                    began = _told_on_resume(stalled.get(event.process, ()), end)
+                    if began is not None:
+                        end = max(grant_or_none.ok.time, min(end, began))
+                done.append(grant_or_none.close(end))
     for grants in open_grants.values():
         done.extend(grant.close(None) for grant in grants)
     done.sort(key=lambda w: (w.start, w.end))

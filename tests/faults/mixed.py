@@ -157,6 +157,7 @@ class Mixed:
         self.adopter = new_redlock(None)  # a second process's connections, as it were
         self.ids = 0
         self.abandoned: list[tuple[Lock, float]] = []
+        self.told: set[str] = set()  # tokens whose loss is in the history already
         self.background: set[asyncio.Task[None]] = set()
         self.lag = 0.0
         self.multi_waiting = 0  # this process's multilock acquires under way
@@ -278,9 +279,29 @@ class Mixed:
         finally:
             lost.cancel()
         if lock.lost:
-            self.ended(kind, res, token, "lost", round(lock.ttl * 1000))
+            self.lost(kind, res, token, lock.ttl)
             return False
         return True
+
+    def lost(self, kind: str, res: str, token: str, ttl: float) -> None:
+        """The holder was told of a loss: in the history once, when first seen."""
+        if token not in self.told:
+            self.told.add(token)
+            self.ended(kind, res, token, "lost", round(ttl * 1000))
+
+    def on_lost(self, kind: str, res: str) -> tuple[dict[str, str], Callable[[Lock], None]]:
+        """An ``on_lost`` callback that puts the loss in the history as the library
+        tells it, for a holder busy elsewhere meanwhile (``lines``' blocker
+        waits for its gate; a taker sleeps before its hand-over): seen only
+        later, the loss would stretch its window past the name's next grant.
+        Fill the box's ``token`` once granted."""
+        box: dict[str, str] = {}
+
+        def told(lock: Lock) -> None:
+            if "token" in box:
+                self.lost(kind, res, box["token"], lock.ttl)
+
+        return box, told
 
     async def cycle(
         self,
@@ -359,10 +380,11 @@ class Mixed:
         """
         rng = self.rng
         a, p, q = f"a{self.index}", f"p{self.index}", f"q{self.index}"
-        blocker = self.redlock.lock(p, ttl=self.ttl, auto_extend=True)
+        box, told = self.on_lost("lock", p)
+        blocker = self.redlock.lock(p, ttl=self.ttl, auto_extend=True, on_lost=told)
         if not await self.take(blocker, "lock", p, 1.0, cancellable=False):
             return
-        token = self.granted(blocker, "lock", p, renewed=True)
+        token = box["token"] = self.granted(blocker, "lock", p, renewed=True)
         blocked_for = rng.uniform(1.5, 2.5)
         ends = time.monotonic() + blocked_for
         waiters = [self.spawn(self.multi((a, p), timeout=blocked_for + 1.0))]
@@ -410,14 +432,16 @@ class Mixed:
         """
         rng = self.rng
         name = rng.choice(("b", "c", "d"))
-        taker = self.redlock.lock(name, ttl=self.mix["taker_ttl"], auto_extend=True)
+        box, told = self.on_lost("lock", name)
+        taker = self.redlock.lock(name, ttl=self.mix["taker_ttl"], auto_extend=True, on_lost=told)
         if not await self.take(taker, "lock", name, rng.uniform(0.5, 2.0), cancellable=False):
             return
-        token = self.granted(taker, "lock", name, renewed=True)
+        token = box["token"] = self.granted(taker, "lock", name, renewed=True)
         await asyncio.sleep(rng.uniform(0.0, 0.1))
         if taker.lost:
-            self.ended("lock", name, token, "lost", round(taker.ttl * 1000))
+            self.lost("lock", name, token, taker.ttl)
             return
+        box.clear()  # handed over: a later loss of the taker's copy is no end of a claim
         self.ended("lock", name, token, "release", 0)  # the taker is done with it
         keeper = self.spawn(self.forget_later(taker, name, token, rng.uniform(0.0, 1.0)))
         del taker  # the keeper holds the only reference now

@@ -997,3 +997,29 @@ def test_phases_begin_when_the_workers_do() -> None:
     ]
     names = [(name.rstrip("0123456789"), a, b) for name, a, b in phases(nemesis, 1.5, 8.0)]
     assert names == [("healthy", 2.2, 4.0), ("faulted", 4.0, 4.5), ("healthy", 5.5, 8.0)]
+
+
+def test_a_renewed_grant_lost_while_its_holder_was_stopped_ends_when_it_stopped() -> None:
+    """mixed-paused-handoffs: w1 took 'c' auto-renewed (ttl 0.3 s) and was
+    stopped 0.4 s at once; its keys expired, w2 took the name, and w1 was
+    told of the loss as it resumed. Nothing ran in w1 meanwhile: its window
+    ends when it was stopped. A loss told late without a stall is still an
+    overlap, and a claimed validity end is never moved."""
+    stopped = [
+        Event(1.0, "nemesis", "fault", "pause-worker", detail="nodes=(0,) workers=(1,)"),
+        Event(1.4, "nemesis", "heal", "pause-worker"),
+    ]
+    base = [
+        Event(0.99, "w1", "ok", "acquire", key="c", token="t1"),
+        Event(1.39, "w2", "ok", "acquire", key="c", token="t2", valid_until=2.0),
+        Event(1.41, "w1", "lost", "acquire", key="c", token="t1"),
+    ]
+    assert mutual_exclusion([*stopped, *base]).ok
+    assert not mutual_exclusion(base).ok  # no stall: told late, an overlap
+    lagged = [*base, Event(1.405, "w1", "lag", "loop", value=400)]
+    assert mutual_exclusion(lagged).ok  # its loop stalled instead: the same
+    claimed = [
+        Event(0.99, "w1", "ok", "acquire", key="c", token="t1", valid_until=1.8),
+        *base[1:],
+    ]
+    assert not mutual_exclusion([*stopped, *claimed]).ok
