@@ -51,8 +51,8 @@ A default run takes about 2.5 minutes per loop.
 
 Run: ``python benchmarks/peers.py [--seconds 1] [--rounds 3]
 [--loop asyncio|uvloop|both] [--json FILE] [--svg FILE] [--markdown]
-[--no-install]``; ``--replot FILE.json`` redraws an earlier run's ``--svg`` and
-``--markdown`` without measuring.
+[--no-install] [--workloads sync1,sync8]``; ``--replot FILE.json`` redraws
+an earlier run's ``--svg`` and ``--markdown`` without measuring.
 """
 
 from __future__ import annotations
@@ -427,13 +427,13 @@ class Bench:
 
         args = self.args
         print(f"warm-up, then {args.rounds} rounds of {args.seconds} s per contender and workload")
-        for workload in WORKLOADS:
+        for workload in args.workloads:
             for contender in self.contenders:
                 if workload in contender.runs:
                     await once(contender, workload, 0.3)
         for r in range(args.rounds):
             started = time.perf_counter()
-            for workload in WORKLOADS:
+            for workload in args.workloads:
                 for contender in self.contenders:
                     if workload in contender.runs:
                         result = await once(contender, workload, args.seconds)
@@ -456,6 +456,17 @@ def _rank(label: str) -> int:
              FLOOR_C, "redlock_async.sync", "redlock_async (async, tasks)", "redis-py Lock (sync)",
              POTTERY_SYNC]  # fmt: skip
     return order.index(label) if label in order else len(order)
+
+
+def _workloads(text: str) -> list[str]:
+    """``--workloads``: names of WORKLOADS, comma-separated, run in WORKLOADS' order."""
+    chosen = {name.strip() for name in text.split(",") if name.strip()}
+    unknown = chosen - WORKLOADS.keys()
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(
+            f"not workloads: {sorted(unknown)} (have: {list(WORKLOADS)})"
+        )
+    return [name for name in WORKLOADS if name in chosen]
 
 
 def _url(port: int) -> str:
@@ -557,6 +568,12 @@ if __name__ == "__main__":
         "--no-install",
         action="store_true",
         help="skip a peer that is not installed instead of installing it",
+    )
+    parser.add_argument(
+        "--workloads",
+        type=_workloads,
+        default=list(WORKLOADS),
+        help=f"comma-separated, of {','.join(WORKLOADS)} (default: all)",
     )
     parser.add_argument("--json", type=Path, help="also write the figures here, by loop")
     parser.add_argument("--svg", type=Path, help="also draw them here as bars")

@@ -2,8 +2,8 @@
 
 ``from redlock_async.sync import Redlock`` takes the arguments of
 :class:`redlock_async.Redlock`; its locks block the calling thread, and run
-on one event-loop thread per ``Redlock`` (anyio's blocking portal). The
-errors are those of :mod:`redlock_async`. See docs/sync.md.
+on one event-loop thread per ``Redlock`` (``_portal.py``). The errors are
+those of :mod:`redlock_async`. See docs/sync.md.
 """
 
 from __future__ import annotations

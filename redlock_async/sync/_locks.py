@@ -12,8 +12,7 @@ import asyncio
 import contextlib
 import functools
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from concurrent.futures import Future
+from collections.abc import Callable, Coroutine, Mapping
 from types import TracebackType
 from typing import Any, Self, TypedDict, TypeVar, Unpack, cast
 
@@ -22,7 +21,7 @@ from .._base._errors import LockLost, NodeError, RedlockError
 from .._core._lock import UNSET, LockKeywords, Unset
 from .._core._lock import Lock as AsyncLock
 from .._kinds._rwlock import RWLock as AsyncRWLock
-from ._portal import Portal
+from ._portal import Call, Portal
 
 __all__ = ["Lock", "RWLock", "SyncKeywords", "Wrapping"]
 
@@ -56,12 +55,11 @@ class Lock:
     ``LockLost`` is raised when the body ends.
     """
 
-    __slots__ = ("__weakref__", "_done", "_lock", "_portal")
+    __slots__ = ("__weakref__", "_lock", "_portal")
 
     def __init__(self, lock: AsyncLock, portal: Portal) -> None:
         self._lock = lock
         self._portal = portal
-        self._done: asyncio.Event | None = None  # set when the last attempt ended (loop side)
 
     @property
     def name(self) -> str:
@@ -162,32 +160,26 @@ class Lock:
             raise LockLost(f"lock {self.name!r} was lost: its Redlock was closed while it was held")
         return portal.call(func, *args)
 
-    def _attempt(self, func: Callable[..., Awaitable[_T]], *args: object) -> _T:
+    def _attempt(self, func: Callable[..., Coroutine[Any, Any, _T]], *args: object) -> _T:
         """Wait for an acquire on the loop thread; interrupted, cancel it and undo its grant."""
         portal = self._portal
-        future: Future[_T] = portal.submit(self._attempt_in_loop, func, *args)
+        call = portal.start(func, *args)
         try:
-            return future.result()
+            call.join()
         except BaseException as exc:
-            if future.done() and not future.cancelled() and future.exception() is exc:
-                raise  # the attempt's own outcome (LockBusy...)
             # Interrupted while waiting (KeyboardInterrupt, or a signal
             # handler's exception): the attempt would run on in the loop.
-            future.cancel()
-            portal.call(self._settle, exc)
+            portal.call(self._settle, call, exc)
             raise
+        return call.wait()  # the attempt's own outcome (True, LockBusy...)
 
-    async def _attempt_in_loop(self, func: Callable[..., Awaitable[_T]], *args: object) -> _T:
-        done = self._done = asyncio.Event()
-        try:
-            return await func(*args)
-        finally:
-            done.set()
-
-    async def _settle(self, exc: BaseException) -> None:
-        """After an interrupted attempt: let it end, then give back the grant it may have won."""
-        if self._done is not None:
-            await self._done.wait()
+    async def _settle(self, call: Call[Any], exc: BaseException) -> None:
+        """After an interrupted attempt: cancel it, let it end, give back a grant it won."""
+        # Queued after the attempt: the attempt has begun (its task is set).
+        task = call.task
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait((task,))
         if self._lock.token is not None:
             with contextlib.suppress(RedlockError):
                 await self._lock.__aexit__(type(exc), exc, exc.__traceback__)
