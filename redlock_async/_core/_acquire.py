@@ -134,7 +134,19 @@ async def acquire(
             if queued:
                 queued = first = False
                 assert wake is not None
-                subscription = await wake.subscribe(commands.waiting(), engine.config.node_timeout)
+                if outage is not None:
+                    # Whether the nodes answer is unknown until it attempts: its
+                    # unavailable_timeout counts from now, as if an attempt no
+                    # quorum answered had just gone out. So it wakes by then
+                    # and attempts (out of turn): answered, even "busy", the
+                    # run ends and it waits on; unanswered, it gives up.
+                    outage.since = engine.clock()
+                wait = engine.config.node_timeout  # for a reader joining a run (active)
+                if deadline is not None:
+                    # Half the time left at most: its first attempt, right after,
+                    # needs the rest to be heard (a silent node never confirms).
+                    wait = max(0.0, min(wait, (deadline - engine.clock()) / 2))
+                subscription = await wake.subscribe(commands.waiting(), wait)
                 if subscription.active:
                     continue  # its turn came meanwhile (or it joins a run of readers)
                 errors = {}
@@ -142,6 +154,15 @@ async def acquire(
                 # One attempt, inlined: no coroutine per attempt on the hot path.
                 if engine.closing:
                     engine.check_open()  # raises: aclose() has begun
+                if (
+                    failures is not None
+                    and deadline is not None
+                    and deadline - engine.clock() <= _EARLY
+                ):
+                    # The deadline came while it did not attempt (subscribing,
+                    # a silent node's confirmation awaited): the last attempt's
+                    # verdict stands - one sent now is cut before any vote.
+                    return None, errors or {}, failures
                 token = engine.new_token()
                 if prefix:
                     token = prefix + token
