@@ -9,6 +9,7 @@ attempting (its subscription awaiting a silent node's confirmation) must
 leave the last attempt's verdict standing - "busy" (409), not an attempt
 cut before any vote reported as "unavailable" (503).
 """
+
 from __future__ import annotations
 
 import asyncio
