@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ._errors import ConfigurationError
 
-__all__ = ["KeyLayout", "check_name", "check_prefix", "epoch_key", "lock_key"]
+__all__ = ["KeyLayout", "check_name", "check_prefix", "epoch_key", "lock_key", "wake_channel"]
 
 _ESCAPES = str.maketrans({"%": "%25", "{": "%7B", "}": "%7D"})
 
@@ -61,6 +61,11 @@ def lock_key(prefix: str, name: str) -> bytes:
         ) from None
 
 
+def wake_channel(lock: bytes) -> bytes:
+    """The wake channel of the name whose lock key is ``lock`` (:attr:`KeyLayout.wake`)."""
+    return lock + b":wake"
+
+
 def epoch_key(prefix: str) -> bytes:
     """A node's epoch and restart record for every name under ``prefix``: a hash
     with no expiry (``lua/_epoch.lua``, which spells it from a lock key's
@@ -74,11 +79,13 @@ class KeyLayout:
     All share the hash tag of :attr:`lock`, so one name lives in one Redis
     Cluster slot. Locks, the read-write views and the CLI's ``status`` all
     read their keys from here (docs/keys.md lists them for operators).
-    Only the two keys every grant uses are kept; the others are spelled
-    when asked for (a process holding 100,000 locks keeps 100,000 layouts).
+    Only the key every grant uses is kept; the others, the wake channel
+    included, are spelled when asked for (a process holding 100,000 locks
+    keeps 100,000 layouts: a kept channel was 60 bytes a lock, spelled once
+    per release).
     """
 
-    __slots__ = ("lock", "wake")
+    __slots__ = ("lock",)
 
     NAMES = (
         "lock",
@@ -97,11 +104,20 @@ class KeyLayout:
     """Every key and channel a layout names, for whoever needs them all."""
 
     def __init__(self, prefix: str, name: str) -> None:
-        base = lock_key(prefix, name)
-        self.lock = base
+        self.lock = lock_key(prefix, name)
         """Exclusive lock: the string holding the grant's token."""
-        self.wake = base + b":wake"
+
+    @classmethod
+    def of_lock(cls, lock: bytes) -> KeyLayout:
+        """The layout whose :attr:`lock` key is ``lock`` (spelled by another layout)."""
+        layout = cls.__new__(cls)
+        layout.lock = lock
+        return layout
+
+    @property
+    def wake(self) -> bytes:
         """The sharded pub/sub channel releases of the name are announced on."""
+        return wake_channel(self.lock)
 
     @property
     def fence(self) -> bytes:

@@ -66,6 +66,19 @@ class Timetable(Generic[_E]):
         entry.slot = bucket
         self.entries += 1
 
+    def add_all(self, entries: list[_E], due: float, loop: asyncio.AbstractEventLoop) -> None:
+        """``add`` for each of ``entries`` (none in a bucket now), all due at ``due``."""
+        bucket = self._buckets.get(due)
+        if bucket is None:
+            bucket = self._buckets[due] = []
+            heapq.heappush(self._dues, due)
+            if due < self._when:
+                self._arm(due, loop)
+        for entry in entries:
+            entry.slot = bucket
+        bucket += entries
+        self.entries += len(entries)
+
     def discard(self, entry: _E) -> None:
         """Take ``entry`` out before it falls due."""
         if entry.slot is None:

@@ -15,8 +15,10 @@ __all__ = [
     "extend_retry_interval",
     "fair_heartbeat",
     "loss_deadline",
+    "loss_guard",
     "renewal_delay",
     "renewal_due",
+    "renewal_due_in",
     "retry_delay",
     "shortened_validity_end",
     "ttl_ms",
@@ -113,6 +115,25 @@ def renewal_due(now: float, delay: float, ttl: float) -> float:
     return max(now, due - due % grid)
 
 
+def renewal_due_in(now: float, left: float, ttl: float, spread: float) -> float:
+    """``renewal_due(now, renewal_delay(left, ttl, spread), ttl)``: the loop time the
+    renewal of a grant ``left`` seconds valid at ``now`` fires at.
+
+    The two formulas written out in one function (the same operations, so the
+    same float): the renewal schedule calls this 30,000 times a second for
+    100,000 held locks, and two calls cost more than their arithmetic.
+    ``tests/unit/test_timing.py`` holds it equal to the composition.
+    """
+    due = now + max(0.0, left - 2.0 * ttl / 3.0 - spread)
+    grid = ttl / 64.0
+    if grid > 0.05:
+        grid = 0.05
+    elif grid < 0.001:
+        grid = 0.001
+    due -= due % grid
+    return due if due > now else now
+
+
 def loss_deadline(validity_end: float, ttl: float, node_timeout: float) -> float:
     """When renewal gives up on a grant: a little before its validity ends.
 
@@ -120,4 +141,9 @@ def loss_deadline(validity_end: float, ttl: float, node_timeout: float) -> float
     holder's body takes effect only at its next await: declaring the loss that
     much early keeps the holder from working past its validity.
     """
-    return validity_end - min(node_timeout, ttl / 10.0)
+    return validity_end - loss_guard(ttl, node_timeout)
+
+
+def loss_guard(ttl: float, node_timeout: float) -> float:
+    """How long before its validity ends a grant of ``ttl`` is given up (``loss_deadline``)."""
+    return min(node_timeout, ttl / 10.0)

@@ -31,11 +31,12 @@ the tally can count itself, so its decision is the batch's (``alone``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Generic, Protocol, TypeVar
 
 from .._base._errors import NodeError, NodeResponseError
+from .._base._timing import ttl_ms
 from .._engine import Command, Reply, Tally
 from ._grant import Grant
 from ._scripts import EXTEND_MANY
@@ -64,17 +65,26 @@ class Target(Protocol):
     @property
     def key(self) -> bytes: ...
 
-    @property
-    def ttl_ms(self) -> int: ...
+
+# Each grant's ttl in milliseconds, by ttl: one int object per distinct ttl,
+# not one per renewal (nor one per held lock).
+_MS: dict[float, int] = {}
+_MS_KEPT = 256
 
 
 def extend_many(targets: Sequence[Target], grants: Sequence[Grant]) -> Command:
     """One ``extend_many.lua`` call renewing each grant to its own ttl (see the script)."""
-    keys: list[bytes] = []
+    keys = [target.key for target in targets]
     args: list[bytes | int] = []
+    known = _MS
     for target, grant in zip(targets, grants, strict=True):
-        keys.append(target.key)
-        args += (target.kind, grant.token, target.ttl_ms)
+        ttl = grant.ttl
+        ms = known.get(ttl)
+        if ms is None:
+            ms = ttl_ms(ttl)
+            if len(known) < _MS_KEPT:
+                known[ttl] = ms
+        args += (target.kind, grant.token, ms)
     return Command(EXTEND_MANY, keys, args)
 
 
@@ -88,6 +98,7 @@ class Batch(Generic[_M]):
     """
 
     __slots__ = (
+        "_common",
         "_then",
         "_waiter",
         "columns",
@@ -119,6 +130,7 @@ class Batch(Generic[_M]):
         self.columns: list[Column | None] = [None] * tally.n
         self.missing = tally.n
         self.expired = False  # decided at the deadline, with answers missing
+        self._common: dict[str, NodeError] | None = None  # see errors()
         if alone:
             tally.decided.add_done_callback(self._counted)
         else:
@@ -186,6 +198,14 @@ class Batch(Generic[_M]):
                 self._waiter.set_result(None)
         return self._waiter
 
+    def unanimous(self, quorum: int) -> bool:
+        """At least ``quorum`` nodes said yes to every grant of the batch."""
+        agreed = 0
+        for column in self.columns:
+            if (type(column) is list or type(column) is tuple) and column.count(1) == len(column):
+                agreed += 1
+        return agreed >= quorum
+
     def ballots(self) -> Iterator[tuple[object, ...]]:
         """Each grant's votes, in order, one per node: 1 yes, 0 refused, anything
         else failed (None where the node failed the whole call or is silent)."""
@@ -193,8 +213,30 @@ class Batch(Generic[_M]):
         columns = [c if type(c) is list or type(c) is tuple else failed for c in self.columns]
         return zip(*columns, strict=True)
 
-    def errors(self, position: int) -> dict[str, NodeError]:
-        """Why each node that failed the grant at ``position`` failed it."""
+    def errors(self, position: int) -> Mapping[str, NodeError]:
+        """Why each node that failed the grant at ``position`` failed it (read-only).
+
+        What failed the whole call (a node's error, or its silence) is the
+        same for every grant of the batch: it is worked out once, and grants
+        whose votes carry no error of their own share it - a batch of 500
+        retried grants made 500 copies of it, and 500 of the tally's timeouts.
+        """
+        common = self._common
+        if common is None:
+            common = self._common = self._whole_call_errors()
+        own: dict[str, NodeError] | None = None
+        for node, column in zip(self.tally.nodes, self.columns, strict=True):
+            if type(column) is not list and type(column) is not tuple:
+                continue
+            vote = column[position]
+            if vote != 0 and vote != 1:
+                if own is None:
+                    own = dict(common)
+                text = vote.decode(errors="replace") if isinstance(vote, bytes) else repr(vote)
+                own[node.name] = NodeResponseError(f"{node.name}: {text}")
+        return common if own is None else own
+
+    def _whole_call_errors(self) -> dict[str, NodeError]:
         result: dict[str, NodeError] = {}
         late = self.tally.errors() if self.expired else {}  # the tally's timeouts: why
         for node, column in zip(self.tally.nodes, self.columns, strict=True):
@@ -203,9 +245,4 @@ class Batch(Generic[_M]):
                     result[node.name] = late[node.name]
             elif isinstance(column, NodeError):
                 result[node.name] = column
-            else:
-                vote = column[position]
-                if vote != 0 and vote != 1:
-                    text = vote.decode(errors="replace") if isinstance(vote, bytes) else repr(vote)
-                    result[node.name] = NodeResponseError(f"{node.name}: {text}")
         return result

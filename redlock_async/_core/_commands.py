@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from .._base._keys import KeyLayout
+from .._base._keys import KeyLayout, wake_channel
 from .._base._timing import ttl_ms
 from .._engine import Command, Tally, Waiting
 from ._scripts import ACQUIRE, EXTEND, FAIR_ACQUIRE, FAIR_LEAVE, RELEASE
@@ -43,8 +43,12 @@ class Commands(Protocol):
 
     kind: bytes
     """Prefix of fair queue entries: ``x:``, ``r:`` or ``w:``."""
-    keys: KeyLayout
-    """Every key and channel of the lock's name."""
+
+    @property
+    def keys(self) -> KeyLayout:
+        """Every key and channel of the lock's name."""
+        ...
+
     stateful: bool
     """Whether ``attempts_begin``/``attempts_over`` matter outside fair mode
     (the read-write views: the upgrade check, the writer-waiting marker)."""
@@ -133,10 +137,12 @@ class ExclusiveCommands:
     """The exclusive lock's commands (acquire.lua, release.lua, extend.lua).
 
     They depend on the name only: one object serves every lock of a name
-    (``Redlock`` caches them, see ``_caches.py``).
+    (``Redlock`` caches them, see ``_caches.py``). Only the lock key is kept
+    (past the cache, a process holding 100,000 locks of as many names keeps
+    100,000 of these); the layout of the other keys is made when asked for.
     """
 
-    __slots__ = ("keys",)
+    __slots__ = ("_lock",)
 
     kind = b"x:"
     stateful = False
@@ -144,31 +150,37 @@ class ExclusiveCommands:
     agree = None
 
     def __init__(self, keys: KeyLayout) -> None:
-        self.keys = keys
+        self._lock = keys.lock
+
+    @property
+    def keys(self) -> KeyLayout:
+        return KeyLayout.of_lock(self._lock)
 
     def acquire(self, token: bytes, ttl_ms: int, fencing: bool, fair: FairEntry | None) -> Command:
-        keys = self.keys
         if fair is not None:
+            keys = self.keys
             queue = (keys.fair_queue, keys.heartbeats)
             fence = keys.fence if fencing else None
             return fair_acquire(queue, keys.lock, keys.fair_readers, token, ttl_ms, fence, fair)
-        lua_keys = (keys.lock, keys.fence) if fencing else (keys.lock,)
+        lock = self._lock
+        lua_keys = (lock, self.keys.fence) if fencing else (lock,)
         return Command(ACQUIRE, lua_keys, (token, ttl_ms))
 
     def release(self, token: bytes, announce: bool) -> Command:
         # Only real releases announce themselves: rolling back a failed
         # attempt must not wake every waiter (they would stampede).
-        keys = (self.keys.lock, self.keys.wake) if announce else (self.keys.lock,)
+        lock = self._lock
+        keys = (lock, wake_channel(lock)) if announce else (lock,)
         return Command(RELEASE, keys, (token,))
 
     def extend(self, token: bytes, ttl: float) -> Command:
-        return Command(EXTEND, (self.keys.lock,), (token, ttl_ms(ttl)))
+        return Command(EXTEND, (self._lock,), (token, ttl_ms(ttl)))
 
     def renewal_target(self) -> tuple[bytes, bytes] | None:
-        return b"x", self.keys.lock
+        return b"x", self._lock
 
     def fence_keys(self) -> tuple[bytes, bytes]:
-        return self.keys.lock, self.keys.fence
+        return self._lock, self.keys.fence
 
     def waiting(self) -> Waiting:
         # Fair and unfair waiters of a name share it: one lock, one key.

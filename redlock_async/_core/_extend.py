@@ -16,24 +16,28 @@ from typing import Any
 from .._base._errors import NodeError
 from .._base._timing import extend_retry_interval
 from ._grant import Grant, judge_extend
-from ._renewal import Renewer
+from ._renewal import Renewals, Renewer
 
 __all__ = ["extend_now"]
 
 
 async def extend_now(
-    renewer: Renewer[Any], grant: Grant, ttl: float, still_held: Callable[[], bool]
+    renewals: Renewals[Any],
+    renewer: Renewer[Any],
+    grant: Grant,
+    ttl: float,
+    still_held: Callable[[], bool],
 ) -> tuple[str, Mapping[str, NodeError], bool] | None:
     """Renew ``grant`` to ``ttl`` now, retrying while it is valid.
 
     Returns None when renewed, else why it is lost (reason, per-node
     errors, whether a quorum refused it: only then may its keys be
-    released, see ``Lock._lose``); ``renewer``'s schedule is stopped and
-    left for the caller to restart.
+    released, see ``Lock._lose``); ``renewer``'s schedule (in ``renewals``)
+    is stopped and left for the caller to restart.
     """
     await renewer.settle()  # a renewal in flight lands first: no race with it
-    renewer.stop()
-    engine = renewer.schedule.engine
+    renewals.stop(renewer)
+    engine = renewals.engine
     config = engine.config
     while still_held():
         started = engine.clock()

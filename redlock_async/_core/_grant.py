@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .._base._timing import shortened_validity_end, validity
-from .._engine import Tally
+from .._engine import Settled, Tally
 
 __all__ = ["Grant", "Verdict", "apply_votes", "judge_extend"]
 
@@ -22,7 +22,10 @@ class Grant:
     token: bytes
     ttl: float
     validity_end: float  # monotonic time after which the grant may be gone
-    acquired: Tally  # the acquire fan-out: later commands are ordered after it
+    # The acquire fan-out: later commands are ordered after it, and a cleanup
+    # goes where it may have run. Renewed grants keep only its votes once
+    # every node has answered (_engine.settled, shared).
+    acquired: Tally | Settled
     fencing_token: int | None = None
     since: float = 0.0  # when it was granted (monotonic), for how long it was held
 
@@ -36,31 +39,32 @@ def judge_extend(
     drift_factor: float,
 ) -> Verdict:
     """Apply one decided extend fan-out (sent at ``started``, to ``ttl``) to ``grant``."""
-    refused = tally.refused
     left = validity(ttl, started, now, drift_factor) if tally.decided.result() else 0.0
-    return apply_votes(grant, left, refused, started, now, ttl, drift_factor)
+    return apply_votes(grant, now + left if left > 0 else None, tally.refused, started, ttl,
+                       drift_factor)  # fmt: skip
 
 
 def apply_votes(
     grant: Grant,
-    left: float,
+    end: float | None,
     refused: bool,
     started: float,
-    now: float,
     ttl: float,
     drift_factor: float,
 ) -> Verdict:
-    """Apply one extend's votes to ``grant``: the validity a quorum's yes left
-    (``left``; 0 without one), and whether so many nodes refused that a quorum
-    no longer holds it (``refused``). The extend was sent at ``started``, to ``ttl``.
+    """Apply one extend's votes to ``grant``: when the validity a quorum's yes
+    gave ends (``end``: the time it was judged plus that validity; None
+    without a quorum's yes, or when it left no validity), and whether so many
+    nodes refused that a quorum no longer holds it (``refused``). The extend
+    was sent at ``started``, to ``ttl``.
 
     One fan-out per grant (``judge_extend``) and a batch of grants in one call
-    per node (``_renewal.Renewals``, which computes ``left`` once for all its
-    grants of one ttl: sent and judged together, it is the same for each) are
-    judged alike.
+    per node (``_renewal.Renewals``, which computes ``end`` once for all its
+    grants of one ttl: sent and judged together, it is the same for each, and
+    they share one float) are judged alike.
     """
-    if left > 0:
-        grant.validity_end = now + left
+    if end is not None:
+        grant.validity_end = end
         grant.ttl = ttl
         return "ok"
     # Failed (or valid for too short): nodes it did reach now expire the key

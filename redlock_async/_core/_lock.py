@@ -1,9 +1,10 @@
 """The lock every user holds: acquire, extend, release, ``async with``, loss.
 
 A :class:`Lock` is the same for an exclusive lock and for both views of a
-read-write lock: what differs is its :class:`~._commands.Commands`. It owns
-a :class:`~._renewal.Renewer` for auto-extension; the attempts of
-``acquire()`` are ``_acquire``'s.
+read-write lock: what differs is its :class:`~._commands.Commands`. Once
+held, it owns a :class:`~._renewal.Renewer`: its weak handle for the
+registries of held locks, and its entry in the renewal schedule; the
+attempts of ``acquire()`` are ``_acquire``'s.
 """
 
 from __future__ import annotations
@@ -11,10 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import weakref
 from collections.abc import Callable, Mapping
 from types import MappingProxyType, TracebackType
-from typing import Final, Self, TypedDict
+from typing import Any, Final, Self, TypedDict
 
 from .._base._config import LockOptions, check_seconds, check_ttl
 from .._base._errors import LockLost, LockNotOwned, NodeError, RedlockError
@@ -26,7 +26,7 @@ from ._acquire import Failures
 from ._commands import Commands
 from ._extend import extend_now
 from ._grant import Grant
-from ._holder import Body, Cleanup, Loss
+from ._holder import NO_LOSS, Body, Cleanup
 from ._lockstate import LockState
 from ._observed import listening
 from ._owners import Owners
@@ -80,20 +80,31 @@ _ORPHANED = "it was held on another event loop or by the parent process before a
 
 
 class Holdings:
-    """The locks of one Redlock that hold a grant, so that closing or a fork can tell them."""
+    """The locks of one Redlock that hold a grant, so that closing or a fork can tell them.
 
-    __slots__ = ("_locks", "add", "discard", "owners", "renewals")
+    Held weakly, through each lock's :class:`~._renewal.Renewer` (its one
+    weak reference): a held lock nobody references is let go, and ``gone``
+    takes its renewer out of the set.
+    """
+
+    __slots__ = ("_held", "add", "discard", "gone", "owners", "renewals")
 
     def __init__(self, engine: Engine) -> None:
-        self._locks: weakref.WeakSet[Lock] = weakref.WeakSet()
+        self._held: set[Renewer[Lock]] = set()
         # The set's own methods: every grant and release calls one, and a
         # method of ours around them would cost a Python frame each time.
-        self.add = self._locks.add
-        self.discard = self._locks.discard
+        self.add = self._held.add
+        self.discard = self._held.discard
+        # Told by a renewer whose lock was garbage-collected (one bound
+        # method, shared by every renewer).
+        self.gone: Callable[[Renewer[Any]], object] = self._held.discard
         # The renewal schedule of the auto-extended ones (one timer for all).
         self.renewals: Renewals[Lock] = Renewals(engine, Lock._lose)
         self.owners = Owners()  # who holds what, for self-deadlock detection
         engine.on_rehome.append(self.orphan_all)
+
+    def _locks(self) -> list[Lock]:
+        return [lock for lock in [renewer() for renewer in list(self._held)] if lock is not None]
 
     def lose_all(self, reason: str) -> list[Body]:
         """Every held lock is lost (``aclose()``): told, cancelled, released.
@@ -101,24 +112,25 @@ class Holdings:
         Returns the bodies still running: their locks are released once they
         stop (see ``Body.stop``), and ``aclose()`` waits for that.
         """
-        bodies = [lock._body for lock in self._locks if lock._body is not None]
-        for lock in list(self._locks):
+        locks = self._locks()
+        bodies = [lock._body for lock in locks if lock._body is not None]
+        for lock in locks:
             lock._lose(reason, {})
         self.renewals.close()
         return bodies
 
     def orphan_all(self) -> None:
         """The grants belong to another event loop or the parent process: dropped silently."""
-        locks = list(self._locks)
-        self._locks.clear()
+        locks = self._locks()
+        self._held.clear()
         self.owners.clear()
         for lock in locks:
             if lock._grant is not None:  # lost; nothing sent or cancelled
                 lock._grant = None
                 if lock._renewer is not None:
-                    lock._renewer.forget()
+                    self.renewals.stop(lock._renewer)
                 lock._body = None
-                lock._loss.mark(LockLost(f"lock {lock.name!r} was lost: {_ORPHANED}"))
+                lock._own_loss().mark(LockLost(f"lock {lock.name!r} was lost: {_ORPHANED}"))
         self.renewals.forget()
 
 
@@ -151,11 +163,11 @@ class Lock(LockState):
         self._name = name
         self._options = options
         self._commands = commands
-        self._renewer: Renewer[Lock] | None = None  # made when first needed: many locks never renew
+        self._renewer: Renewer[Lock] | None = None  # made when first held
         self._grant: Grant | None = None
         self._acquiring = False
         self._adopted = False  # holds a grant made elsewhere, not yet entered with `async with`
-        self._loss = Loss()
+        self._loss = NO_LOSS  # its own record made when needed (_own_loss)
         self._errors: Mapping[str, NodeError] = _NO_ERRORS
         self._body: Body | None = None  # the `async with` body's task, cancelled on loss
         self._refused: Failures | None = None  # the failed attempts of the last acquire()
@@ -221,12 +233,13 @@ class Lock(LockState):
         if self._loss.error is not None:  # a new grant after a loss: it is history
             self._loss.clear()
         self._errors = _NO_ERRORS
-        self._holdings.add(self)
+        renewer = self._renewal()
+        holdings = self._holdings
+        holdings.add(renewer)
         if self._options.auto_extend:
-            renewer = self._renewal()
-            renewer.start(grant)
+            holdings.renewals.start(renewer, grant)
             # Only a renewed grant can make a wait for it endless (_owners.py).
-            self._holdings.owners.took(renewer.owner, self._name, self._commands.kind, owner)
+            holdings.owners.took(renewer, self._name, self._commands.kind, owner)
 
     async def extend(self, ttl: float | None = None) -> None:
         """Renew the grant to a full ``ttl`` (default: the lock's ttl) from now.
@@ -247,8 +260,9 @@ class Lock(LockState):
         new_ttl = self._options.ttl if ttl is None else check_ttl("ttl", ttl, drift_factor)
         engine.check_open()
         renewer = self._renewal()
+        renewals = self._holdings.renewals
         try:
-            lost = await extend_now(renewer, grant, new_ttl, lambda: self._grant is grant)
+            lost = await extend_now(renewals, renewer, grant, new_ttl, lambda: self._grant is grant)
             if lost is None:
                 return
             if self._grant is not grant:  # released or lost meanwhile
@@ -256,12 +270,14 @@ class Lock(LockState):
             raise self._lose(*lost)  # (reason, errors, refused: whether to release)
         finally:
             if self._grant is grant and self._options.auto_extend:
-                renewer.start(grant)
+                renewals.start(renewer, grant)
 
     def _renewal(self) -> Renewer[Lock]:
-        if self._renewer is None:
-            self._renewer = Renewer(self._holdings.renewals, self._commands, weakref.ref(self))
-        return self._renewer
+        """This lock's renewer: its weak handle (Holdings, Owners) and renewal entry."""
+        renewer = self._renewer
+        if renewer is None:
+            renewer = self._renewer = Renewer(self, self._commands, self._holdings.gone)
+        return renewer
 
     def _require_grant(self) -> Grant:
         if self._grant is not None:
@@ -304,11 +320,12 @@ class Lock(LockState):
         if self._grant is grant:
             self._grant = None
             self._adopted = False
-        if self._renewer is not None:
-            self._renewer.stop()
         holdings = self._holdings
-        holdings.discard(self)
-        holdings.owners.gave_up(self, self._name, self._commands.kind)
+        renewer = self._renewer
+        if renewer is not None:  # always, once held
+            holdings.renewals.stop(renewer)
+            holdings.discard(renewer)
+            holdings.owners.gave_up(renewer, self, self._name, self._commands.kind)
 
     def _lose(self, reason: str, errors: Mapping[str, NodeError], release: bool = True) -> LockLost:
         """Mark the held grant lost, tell the holder; returns the error. ``release``:
@@ -321,7 +338,7 @@ class Lock(LockState):
             return self._loss.error or error
         self._drop(grant)
         observed.lost(self._engine, self._name, grant, str(error))
-        self._loss.tell(error, self._options.on_lost, self)
+        self._own_loss().tell(error, self._options.on_lost, self)
         # Remnants on a minority would only block the next holder until expiry;
         # not while a body may still work, though: only once it has stopped.
         cleanup = None

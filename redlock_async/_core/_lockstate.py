@@ -14,7 +14,7 @@ from .._base._errors import NodeError
 from .._engine import Engine
 from ._asynconly import AsyncOnly
 from ._grant import Grant
-from ._holder import Loss
+from ._holder import NO_LOSS, Loss
 
 __all__ = ["LockState"]
 
@@ -58,7 +58,14 @@ class LockState(AsyncOnly):
     @property
     def lost_event(self) -> asyncio.Event:
         """Set when a held grant is lost: ``await lock.lost_event.wait()``."""
-        return self._loss.event()
+        return self._own_loss().event()
+
+    def _own_loss(self) -> Loss:
+        """This lock's own loss record, made now if it still has the shared one."""
+        loss = self._loss
+        if loss is NO_LOSS:
+            loss = self._loss = Loss()
+        return loss
 
     @property
     def valid_for(self) -> float:

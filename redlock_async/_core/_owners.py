@@ -18,7 +18,6 @@ grant expires, and the wait then succeeds.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Final, Protocol
 
 from .._base._errors import RedlockError
@@ -54,41 +53,82 @@ class _Held(Protocol):
 
 
 Task = asyncio.Task[object] | None
-Ref = Callable[[], "_Held | None"]  # a weak reference to a lock
-_Entry = tuple[Ref, Task]
+
+
+class Ref(Protocol):
+    """A held lock's weak handle (its ``Renewer``), with the task that took the grant."""
+
+    task: Task
+    """The task, while it runs and the grant is held (None otherwise)."""
+
+    def __call__(self) -> _Held | None: ...
 
 
 class Owners:
-    """The holder and its task, per exclusive grant (name, kind), held weakly."""
+    """The holder and its task, per exclusive grant (name, kind), while that task runs.
 
-    __slots__ = ("_held",)
+    A grant is recorded only while the task that took it runs: a task that
+    has ended waits for nothing, so nothing is kept for it - not the task
+    (kept until the grant ended, a task of its own per lock, as
+    ``asyncio.gather`` makes, kept its coroutine and context, 0.8 KB a held
+    lock), nor its entries (``_task_ended`` drops them). The holder is kept
+    weakly, like the Holdings set: a held Lock nobody references is let go.
+    """
+
+    __slots__ = ("_ended", "_held", "_tasks")
 
     def __init__(self) -> None:
-        # Weak, like the Holdings set: a held Lock nobody references is let go.
-        self._held: dict[tuple[str, bytes], _Entry] = {}
+        # By kind, then name: no (name, kind) tuple per entry.
+        self._held: dict[bytes, dict[str, Ref]] = {}
+        # What each running task took: its holders' refs, each with its name and kind.
+        self._tasks: dict[asyncio.Task[object], dict[Ref, tuple[str, bytes]]] = {}
+        self._ended = self._task_ended  # one bound method for every task's callback
 
     def took(self, ref: Ref, name: str, kind: bytes, task: Task) -> None:
         """The lock ``ref`` refers to, auto-extended, was granted ``name`` in ``task``.
 
         Only auto-extended holders are told: a grant that is not renewed
         expires, so a wait for it ends (``check`` ignores them). ``ref``: the
-        lock's own weak reference (its renewer's), not a new one per grant.
+        lock's own weak handle, not a new one per grant.
         """
-        if kind in _EXCLUSIVE:
-            self._held[name, kind] = (ref, task)
-        elif kind == _MULTI:
-            entry = (ref, task)
-            for key in _plain_keys(ref()):
-                self._held[key] = entry
+        if (kind not in _EXCLUSIVE and kind != _MULTI) or task is None or task.done():
+            return  # a wait for it ends; or no task can wait for it
+        taken = self._tasks.get(task)
+        if taken is None:
+            taken = self._tasks[task] = {}
+            task.add_done_callback(self._ended)
+        taken[ref] = (name, kind)
+        ref.task = task
+        for key_name, key_kind in _keys(ref(), name, kind):
+            names = self._held.get(key_kind)
+            if names is None:
+                names = self._held[key_kind] = {}
+            names[key_name] = ref
 
-    def gave_up(self, lock: _Held, name: str, kind: bytes) -> None:
-        """``lock`` no longer holds ``name`` (released, lost, dropped)."""
+    def gave_up(self, ref: Ref, lock: _Held, name: str, kind: bytes) -> None:
+        """``lock`` (``ref``'s) no longer holds ``name`` (released, lost, dropped)."""
+        task = ref.task
+        if task is None:
+            return  # not recorded, or its task has ended (and its entries with it)
+        ref.task = None
+        taken = self._tasks.get(task)
+        if taken is not None:
+            taken.pop(ref, None)
+        self._forget(ref, lock, name, kind)
+
+    def _task_ended(self, task: asyncio.Future[object]) -> None:
+        taken = self._tasks.pop(task, None)  # type: ignore[call-overload]
+        if taken:
+            for ref, (name, kind) in taken.items():
+                ref.task = None
+                self._forget(ref, ref(), name, kind)
+
+    def _forget(self, ref: Ref, lock: _Held | None, name: str, kind: bytes) -> None:
         held = self._held
-        if held:
-            for key in _plain_keys(lock) if kind == _MULTI else ((name, kind),):
-                entry = held.get(key)
-                if entry is not None and entry[0]() in (lock, None):
-                    del held[key]
+        for key_name, key_kind in _keys(lock, name, kind):
+            names = held.get(key_kind)
+            if names is not None and names.get(key_name) is ref:
+                del names[key_name]
 
     def check(self, lock: _Held, name: str, kind: bytes, task: Task) -> None:
         """Raise RedlockError when waiting for ``name`` without a timeout would make
@@ -104,10 +144,11 @@ class Owners:
             self._check(lock, (name, wanted), task)
 
     def _check(self, lock: _Held, key: tuple[str, bytes], task: Task) -> None:
-        entry = self._held.get(key)
-        if entry is None or entry[1] is not task:
+        names = self._held.get(key[1])
+        entry = None if names is None else names.get(key[0])
+        if entry is None or entry.task is not task:
             return
-        other = entry[0]()
+        other = entry()
         if other is None or other is lock or not other.held or not other.options.auto_extend:
             return
         raise RedlockError(
@@ -117,4 +158,13 @@ class Owners:
         )
 
     def clear(self) -> None:
+        for taken in self._tasks.values():
+            for ref in taken:
+                ref.task = None
+        self._tasks.clear()
         self._held.clear()
+
+
+def _keys(lock: object, name: str, kind: bytes) -> tuple[tuple[str, bytes], ...]:
+    """The (name, kind) entries a grant of ``lock`` on ``name`` of ``kind`` makes."""
+    return _plain_keys(lock) if kind == _MULTI else ((name, kind),)

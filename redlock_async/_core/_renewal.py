@@ -31,8 +31,9 @@ import logging
 import math
 import weakref
 from collections.abc import Callable, Mapping
+from functools import partial
 from types import MappingProxyType
-from typing import Final, Generic, TypeVar
+from typing import Any, Final, Generic, Self, TypeVar
 
 from .._base._errors import NodeError
 from .._base._observe import RENEWAL, debug
@@ -40,12 +41,11 @@ from .._base._timetable import Timetable
 from .._base._timing import (
     extend_retry_interval,
     loss_deadline,
-    renewal_delay,
-    renewal_due,
-    ttl_ms,
+    loss_guard,
+    renewal_due_in,
     validity,
 )
-from .._engine import Command, Engine, vote_limit
+from .._engine import Command, Engine, Tally, settled, vote_limit
 from ._batch import CHUNK, Batch, extend_many
 from ._commands import Commands
 from ._grant import Grant, apply_votes
@@ -64,8 +64,18 @@ _NO_QUORUM = "renewals could not reach a quorum before its validity ended"
 _BLOCKED = "its validity ended before the renewal could run (event loop blocked or overloaded?)"
 
 
-class Renewer(Generic[_Owner]):
-    """One lock's renewals: its entry in the schedule (``extend()`` is ``_extend``'s)."""
+class Renewer(weakref.ReferenceType[_Owner]):
+    """A held lock's handle: the one weak reference to it, and its renewals.
+
+    A lock makes its renewer when first held, and the renewer serves every
+    registry that must know of the lock without keeping it alive: the
+    ``Holdings`` set (``gone`` is told when the lock is garbage-collected),
+    ``Owners`` (who holds each exclusive grant, and in which task) and,
+    while it is auto-extended, the schedule - its entry in the timetable.
+    Being the weak reference itself, rather than an object holding one,
+    saves a weak reference, an object and a set entry per held lock
+    (100,000 held locks cost 100,000 of each). ``extend()`` is ``_extend``'s.
+    """
 
     __slots__ = (
         "commands",
@@ -74,65 +84,35 @@ class Renewer(Generic[_Owner]):
         "in_flight",
         "key",
         "kind",
-        "owner",
-        "schedule",
         "slot",
-        "ttl_ms",
+        "task",
     )
 
+    def __new__(
+        cls, owner: _Owner, commands: Commands, gone: Callable[[Renewer[Any]], object]
+    ) -> Self:
+        return super().__new__(cls, owner, gone)
+
     def __init__(
-        self,
-        schedule: Renewals[_Owner],
-        commands: Commands,
-        owner: weakref.ReferenceType[_Owner],
+        self, owner: _Owner, commands: Commands, gone: Callable[[Renewer[Any]], object]
     ) -> None:
-        self.schedule = schedule
+        # ReferenceType.__init__ would only check the arguments again.
         self.commands = commands
-        # The owner (the lock) weakly: it owns its renewer, and a strong
-        # reference back would keep a forgotten lock (and its renewals)
-        # alive. ``Renewals.lose(owner, ...)`` tells it.
-        self.owner = owner
         # Its part of a batched call; an empty kind: renewed alone.
         self.kind, self.key = commands.renewal_target() or (b"", b"")
         self.grant: Grant | None = None  # the grant renewed; None when stopped
-        self.ttl_ms = 0  # the grant's ttl as sent
         self.slot: list[Renewer[_Owner]] | None = None  # the bucket it waits in
         self.in_flight: Batch[Renewer[_Owner]] | None = None
         # Of the renewals that failed in a row (reported with the loss).
         self.errors: Mapping[str, NodeError] = _NO_ERRORS
+        # The task that took the grant, while it runs (Owners).
+        self.task: asyncio.Task[Any] | None = None
 
     async def settle(self) -> None:
         """Wait for a renewal in flight, so that an extend cannot race it."""
         in_flight = self.in_flight
         if in_flight is not None and not in_flight.decided:
             await asyncio.shield(in_flight.wait())
-
-    def start(self, grant: Grant) -> None:
-        """(Re)schedule the next renewal of ``grant``."""
-        self.stop()
-        self.schedule.start(self, grant)
-
-    def stop(self) -> None:
-        """No more renewals; one in flight is ignored when it lands."""
-        self.in_flight = None
-        self.grant = None
-        self.schedule.timetable.discard(self)
-
-    def forget(self) -> None:
-        """Like ``stop``, for a lock held on an event loop that is gone (or before a fork).
-
-        Nothing of the old loop is touched: the schedule drops its timer itself.
-        """
-        self.stop()
-
-    def tell_lost(
-        self, reason: str, errors: Mapping[str, NodeError], refused: bool = False
-    ) -> None:
-        """The grant is lost; ``refused``: a quorum said so (its keys may then be
-        released: no live copy of it can be left, see ``Lock._lose``)."""
-        owner = self.owner()
-        if owner is not None:
-            self.schedule.lose(owner, reason, errors, refused)
 
 
 class Renewals(Generic[_Owner]):
@@ -152,31 +132,43 @@ class Renewals(Generic[_Owner]):
         self.batching = all(node.cross_slot for node in engine.nodes)
         self.timetable: Timetable[Renewer[_Owner]] = Timetable(self._fired)
         self._draining = False  # a _drain is scheduled for the next iteration
-        # One int object per distinct ttl in ms, not one per held lock.
-        self._ms: dict[int, int] = {}
 
     def start(self, renewer: Renewer[_Owner], grant: Grant) -> None:
-        """Schedule ``renewer``'s next renewal of ``grant`` (a new grant, or a new ttl)."""
-        ms = ttl_ms(grant.ttl)
-        renewer.ttl_ms = self._ms.setdefault(ms, ms) if len(self._ms) < 256 else ms
+        """(Re)schedule ``renewer``'s next renewal of ``grant`` (a new grant, or a new ttl)."""
+        self.stop(renewer)
+        if type(grant.acquired) is Tally:
+            _keep_votes(grant, grant.acquired)
         engine = self.engine
         loop = engine.loop()
-        self._again(renewer, grant, grant.validity_end - engine.clock(), loop.time(), loop)
-
-    def _again(
-        self,
-        renewer: Renewer[_Owner],
-        grant: Grant,
-        left: float,
-        now: float,
-        loop: asyncio.AbstractEventLoop,
-    ) -> None:
-        """Schedule the renewal of ``grant``, ``left`` seconds valid at loop time ``now``."""
         ttl = grant.ttl
         # rng.uniform(0, ttl/12), minus its Python frame (the same value).
-        spread = ttl / 12.0 * self.engine.rng.random()
+        spread = ttl / 12.0 * engine.rng.random()
         renewer.grant = grant
-        self.timetable.add(renewer, renewal_due(now, renewal_delay(left, ttl, spread), ttl), loop)
+        due = renewal_due_in(loop.time(), grant.validity_end - engine.clock(), ttl, spread)
+        self.timetable.add(renewer, due, loop)
+
+    def stop(self, renewer: Renewer[_Owner]) -> None:
+        """No more renewals of ``renewer``; one in flight is ignored when it lands.
+
+        Also for a lock held on an event loop that is gone (or before a
+        fork): nothing of the old loop is touched, ``forget`` drops the timer.
+        """
+        renewer.in_flight = None
+        renewer.grant = None
+        self.timetable.discard(renewer)
+
+    def _tell_lost(
+        self,
+        renewer: Renewer[_Owner],
+        reason: str,
+        errors: Mapping[str, NodeError],
+        refused: bool = False,
+    ) -> None:
+        """The grant is lost; ``refused``: a quorum said so (its keys may then be
+        released: no live copy of it can be left, see ``Lock._lose``)."""
+        owner = renewer()
+        if owner is not None:
+            self.lose(owner, reason, errors, refused)
 
     def _retry(self, renewer: Renewer[_Owner], grant: Grant) -> None:
         # After the retry interval; when the loss deadline comes first, the
@@ -220,21 +212,27 @@ class Renewals(Generic[_Owner]):
         alone: list[tuple[Renewer[_Owner], Grant]] = []  # each in a call of its own
         soonest = math.inf
         longest = 0.0
+        member, granted = members.append, grants.append
+        guards: dict[float, float] = {}  # loss_deadline's, by ttl: a few ttls, many grants
         for renewer in chunk:
             grant = renewer.grant
-            if grant is None or renewer.owner() is None:
+            if grant is None or renewer() is None:
                 continue  # stopped, or its lock was garbage-collected
-            deadline = loss_deadline(grant.validity_end, grant.ttl, node_timeout)
+            ttl = grant.ttl
+            guard = guards.get(ttl)
+            if guard is None:
+                guard = guards[ttl] = loss_guard(ttl, node_timeout)
+            deadline = grant.validity_end - guard  # loss_deadline(validity_end, ttl, node_timeout)
             if started >= deadline:
-                renewer.tell_lost(_NO_QUORUM if renewer.errors else _BLOCKED, renewer.errors)
+                self._tell_lost(renewer, _NO_QUORUM if renewer.errors else _BLOCKED, renewer.errors)
                 continue
             if deadline < soonest:
                 soonest = deadline
-            if grant.ttl > longest:
-                longest = grant.ttl
+            if ttl > longest:
+                longest = ttl
             if batching and renewer.kind:
-                members.append(renewer)
-                grants.append(grant)
+                member(renewer)
+                granted(grant)
             else:
                 alone.append((renewer, grant))
         if not members and not alone:
@@ -288,31 +286,54 @@ class Renewals(Generic[_Owner]):
         drift_factor = engine.config.drift_factor
         quorum = engine.quorum
         spare = len(engine.nodes) - quorum  # refusals a quorum survives
-        # The validity a quorum's yes leaves, by ttl: the same for every grant
-        # of the batch with that ttl (sent together, judged together).
-        lefts: dict[float, float] = {}
-        outcomes = zip(batch.members, batch.grants, batch.ballots(), strict=True)
-        for position, (renewer, grant, votes) in enumerate(outcomes):
+        # What a quorum's yes gives, by ttl: the same for every grant of the
+        # batch with that ttl (sent together, judged together) - when its
+        # validity ends (one float for them all) and how long that is from now.
+        ends: dict[float, tuple[float | None, float]] = {}
+        # The usual batch: a quorum of nodes said yes to every grant. Then no
+        # grant's votes need counting (each has a quorum of yes, so fewer
+        # refusals than a quorum survives); otherwise, each grant's ballot.
+        ballots = None if batch.unanimous(quorum) else batch.ballots()
+        random = engine.rng.random
+        # The renewed, by their next due time (a few times for a batch: the
+        # grid), each group added to the timetable at once.
+        renewed: dict[float, list[Renewer[_Owner]]] = {}
+        members = zip(batch.members, batch.grants, strict=True)
+        for position, (renewer, grant) in enumerate(members):
+            votes = None if ballots is None else next(ballots)
             if renewer.in_flight is not batch:
                 continue  # stopped (released, lost, extend()) while in flight
             renewer.in_flight = None
             ttl = grant.ttl
-            left = 0.0  # without a quorum of yes votes
-            if votes.count(1) >= quorum:
-                shared = lefts.get(ttl)
+            end: float | None = None  # without a quorum of yes votes
+            left = 0.0
+            if votes is None or votes.count(1) >= quorum:
+                shared = ends.get(ttl)
                 if shared is None:
-                    shared = lefts[ttl] = validity(ttl, started, now, drift_factor)
-                left = shared
-            refused = votes.count(0) > spare
-            verdict = apply_votes(grant, left, refused, started, now, ttl, drift_factor)
+                    left = validity(ttl, started, now, drift_factor)
+                    shared = ends[ttl] = (now + left if left > 0 else None, left)
+                end, left = shared
+            refused = votes is not None and votes.count(0) > spare
+            verdict = apply_votes(grant, end, refused, started, ttl, drift_factor)
             if verdict == "ok":
                 renewer.errors = _NO_ERRORS
-                self._again(renewer, grant, grant.validity_end - now, loop_now, loop)
+                # Next due as start() has it (a call less for each of 30,000
+                # renewals a second).
+                renewer.grant = grant
+                due = renewal_due_in(loop_now, left, ttl, ttl / 12.0 * random())
+                group = renewed.get(due)
+                if group is None:
+                    renewed[due] = [renewer]
+                else:
+                    group.append(renewer)
             elif verdict == "refused":
-                renewer.tell_lost(_REFUSED, batch.errors(position), refused=True)
+                self._tell_lost(renewer, _REFUSED, batch.errors(position), refused=True)
             else:
                 renewer.errors = batch.errors(position)  # reported if the retries fail too
                 self._retry(renewer, grant)
+        add_all = self.timetable.add_all
+        for due, group in renewed.items():
+            add_all(group, due, loop)
 
     def _overdue(self, batches: list[Batch[Renewer[_Owner]]], expires: float) -> None:
         """Loss deadlines came while these renewals were undecided: those locks are lost."""
@@ -329,7 +350,7 @@ class Renewals(Generic[_Owner]):
                 deadline = loss_deadline(grant.validity_end, grant.ttl, node_timeout)
                 if now >= deadline:
                     renewer.in_flight = None
-                    renewer.tell_lost(_NO_QUORUM, renewer.errors)
+                    self._tell_lost(renewer, _NO_QUORUM, renewer.errors)
                 elif deadline < soonest:
                     soonest = deadline
         if soonest < expires:
@@ -344,6 +365,26 @@ class Renewals(Generic[_Owner]):
         """The locks were another loop's (or the parent's): drop, touching nothing of it."""
         self.timetable.forget()
         self._draining = False
+
+
+def _keep_votes(grant: Grant, acquired: Tally) -> None:
+    """What a renewed grant keeps of its acquire fan-out: its votes (``Settled``),
+    once every node has answered - now, or when the last reply lands (half the
+    grants of a burst: the decision did not wait for it). Not at the first
+    renewal: a third of a ttl later, the tallies of thousands of grants freed
+    together left holes in memory that new objects never filled."""
+    if acquired.missing:
+        then = partial(_acquire_settled, grant, acquired)
+        for index in range(acquired.n):
+            acquired.when_settled(index, then)
+    else:
+        grant.acquired = settled(acquired.replies)
+
+
+def _acquire_settled(grant: Grant, tally: Tally, _: object) -> None:
+    """A node answered ``grant``'s acquire (``tally``): once all have, keep just the votes."""
+    if not tally.missing and grant.acquired is tally:
+        grant.acquired = settled(tally.replies)
 
 
 def _sending(due: float, renewers: list[Renewer[_Owner]]) -> None:

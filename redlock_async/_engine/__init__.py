@@ -7,7 +7,8 @@ The lock layer imports from here only. What it gets:
   ``wake`` (``subscribe``), ``drain``, ``close``, the clock, tokens, rng;
 - :class:`Command` and :class:`Script` - what a fan-out runs (a
   :class:`SplitCommand` also says how a Redis Cluster node runs it, a slot at a time);
-- :class:`Tally` and :func:`is_yes` - the votes of one fan-out;
+- :class:`Tally` and :func:`is_yes` - the votes of one fan-out; :class:`Settled`
+  - what a held grant keeps of its acquire fan-out once every node answered;
   :func:`vote_limit` - the longest a vote can stay pending;
 - :class:`Admission` - the slots of acquire attempts in flight
   (``Engine.admission``);
@@ -35,6 +36,7 @@ from ._node import (
     stall_limit,
 )
 from ._restarts import TtlLedger
+from ._settled import Settled, settled
 from ._tally import Tally, is_yes, quorum_of, vote_limit
 from ._wake import Subscription, Waiting
 
@@ -49,6 +51,7 @@ __all__ = [
     "Node",
     "Reply",
     "Script",
+    "Settled",
     "SplitCommand",
     "Subscription",
     "Tally",
@@ -58,6 +61,7 @@ __all__ = [
     "Waiting",
     "is_yes",
     "quorum_of",
+    "settled",
     "stall_limit",
     "vote_limit",
 ]

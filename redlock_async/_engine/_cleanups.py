@@ -29,11 +29,12 @@ from collections.abc import Iterable
 from ._admission import LIMIT
 from ._node import Command
 from ._quorum import Quorum
+from ._settled import Settled
 from ._tally import Tally
 
 __all__ = ["Cleanups"]
 
-_Queued = tuple[Tally, Command, Tally | None, Iterable[int] | None]
+_Queued = tuple[Tally, Command, Tally | Settled | None, Iterable[int] | None]
 
 
 class Cleanups:
@@ -48,7 +49,11 @@ class Cleanups:
         self._landed = self._land  # one bound method for every tally's callback
 
     def send(
-        self, command: Command, *, after: Tally | None = None, only: Iterable[int] | None = None
+        self,
+        command: Command,
+        *,
+        after: Tally | Settled | None = None,
+        only: Iterable[int] | None = None,
     ) -> Tally:
         """Fan ``command`` out now if a slot is free, else queue it; its tally either way.
 

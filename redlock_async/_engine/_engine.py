@@ -27,6 +27,7 @@ from ._epochs import Epochs
 from ._node import Command, Node, Unsent
 from ._quorum import Quorum
 from ._restarts import TtlLedger
+from ._settled import Settled
 from ._tally import Tally, quorum_of
 from ._wake import WakeHub
 
@@ -175,7 +176,7 @@ class Engine:
         for listener in self.on_rehome:
             listener()
 
-    def undo(self, tally: Tally, release: Command, until: float = 0.0) -> None:
+    def undo(self, tally: Tally | Settled, release: Command, until: float = 0.0) -> None:
         """Run ``release`` wherever ``tally``'s command may have taken effect.
 
         That is every node that said yes, failed (a broken connection may still

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from .._base._errors import NodeError, RedlockError
 from ._node import Command, Node, Reply
 from ._resend import resend
+from ._settled import Settled
 from ._tally import PENDING, SKIPPED, Tally, quorum_of
 
 # Sends one command to every node of a quorum; the sink is the fan-out's tally.
@@ -110,7 +111,7 @@ class Quorum:
         self,
         command: Command,
         *,
-        after: Tally | None = None,
+        after: Tally | Settled | None = None,
         only: Iterable[int] | None = None,
         tally: Tally | None = None,
     ) -> Tally:

@@ -13,6 +13,7 @@ import asyncio
 import gc
 import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import NamedTuple
 
 import pytest
@@ -49,7 +50,6 @@ class _Target(NamedTuple):
 
     kind: bytes
     key: bytes
-    ttl_ms: int
 
 
 def token_of(lock: Lock) -> bytes:
@@ -244,9 +244,9 @@ async def test_a_batched_renewal_never_lowers_a_key_or_a_readers_expiry(
     )
     assert lock._grant is not None
     assert reader._grant is not None
-    grants = [lock._grant, reader._grant]
-    for ttl_ms in (30_000, 1_000):
-        targets = [_Target(b"x", JOB.lock, ttl_ms), _Target(b"r", JOB.readers, ttl_ms)]
+    targets = [_Target(b"x", JOB.lock), _Target(b"r", JOB.readers)]
+    for ttl in (30.0, 1.0):  # each grant renewed to its own ttl, as a copy of it would
+        grants = [replace(lock._grant, ttl=ttl), replace(reader._grant, ttl=ttl)]
         replies = await _everywhere(redlock, extend_many(targets, grants))
         assert replies == [[1, 1]] * len(redis_nodes)  # the shorter ask is a yes too
     for node in redis_nodes:

@@ -8,7 +8,14 @@ from hypothesis import strategies as st
 from redis.crc import key_slot
 
 from redlock_async import ConfigurationError
-from redlock_async._base._keys import check_name, check_prefix, lock_key
+from redlock_async._base._keys import (
+    KeyLayout,
+    check_name,
+    check_prefix,
+    lock_key,
+    wake_channel,
+)
+from redlock_async._core._commands import ExclusiveCommands
 
 
 def hash_tag(key: bytes) -> bytes | None:
@@ -71,3 +78,15 @@ def test_names_that_cannot_be_encoded_are_configuration_errors(name: str) -> Non
         lock_key("redlock:", name)
     with pytest.raises(ConfigurationError, match="prefix"):
         Redlock(["redis://127.0.0.1:1/0"], prefix="p\ud800:")
+
+
+@pytest.mark.parametrize("name", ["orders:42", "a{b}c", "%", "ü€"])
+def test_a_layout_rebuilt_from_its_lock_key_spells_every_key_alike(name: str) -> None:
+    # The exclusive commands keep only the lock key (100,000 held locks of as
+    # many names keep 100,000 of them): the layout they give back is the same.
+    layout = KeyLayout("redlock:", name)
+    for rebuilt in (KeyLayout.of_lock(layout.lock), ExclusiveCommands(layout).keys):
+        assert [getattr(rebuilt, key) for key in KeyLayout.NAMES] == [
+            getattr(layout, key) for key in KeyLayout.NAMES
+        ]
+    assert wake_channel(layout.lock) == layout.wake == layout.lock + b":wake"

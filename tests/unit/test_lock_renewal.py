@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import math
 import random
+import weakref
 from typing import Any
 
 import pytest
 
 from redlock_async._base._errors import LockLost, NodeConnectionError
 from redlock_async._core._lock import Lock
+from redlock_async._core._renewal import Renewer
 from redlock_async._core._scripts import ACQUIRE, EXTEND, EXTEND_MANY, RELEASE
+from redlock_async._engine import Settled, Tally, settled
+from redlock_async._engine._node import unsent
 
 from ._scripted import Cluster, Late, run, sequence
 
@@ -296,3 +301,68 @@ def test_a_renewal_due_while_the_loop_was_blocked_past_the_validity_is_a_loss(
     assert lost == [lock]
     # Not attempted: it could not be valid any more.
     assert c.to(EXTEND.name) == c.to(EXTEND_MANY.name) == []
+
+
+# -- what a renewed grant keeps ----------------------------------------------
+
+
+def test_a_renewed_grant_keeps_only_the_votes_of_its_acquire(batched: bool) -> None:
+    # The acquire's tally (its group, future, replies: about 400 bytes) is
+    # dropped; what a cleanup needs of it - which nodes may hold the key -
+    # is kept, shared, and a loss still cleans up exactly there.
+    c = Cluster(cross_slot=batched)
+    c.script(ACQUIRE.name, 1, 1, 0)  # n2 refused: it holds nothing of ours
+    c.script(RELEASE.name, 1)
+    # Renewed twice, then refused by every node.
+    c.renewals(sequence(1, 1, 0), sequence(1, 1, 0), sequence(1, 1, 0))
+    lost: list[Lock] = []
+    lock = c.lock(ttl=3.0, on_lost=lost.append)
+    kept: list[object] = []
+
+    async def main() -> None:
+        assert await lock.acquire()
+        await asyncio.sleep(1.5)  # one renewal (due at about ttl/3)
+        grant = lock._grant
+        assert grant is not None
+        assert len(c.times(renewal_script(batched))) >= 1
+        kept.append(grant.acquired)
+        gc.collect()
+        assert not any(isinstance(ref, Tally) for ref in gc.get_referents(grant))
+        await asyncio.sleep(10.0)  # refused: lost
+
+    run(main(), c.clock)
+    assert kept == [settled([1, 1, 0])]
+    assert isinstance(kept[0], Settled)
+    # Shared, by votes: a node that never got the command wrote nothing either,
+    # one that failed it may have run it.
+    assert kept[0] is settled([2, 1, unsent(DOWN)])
+    assert settled([1, 1, DOWN]).replies == (1, 1, 1)
+    assert lost == [lock]
+    assert c.to(RELEASE.name) == ["n0", "n1"]  # where the acquire may have written
+
+
+def test_held_locks_are_tracked_through_their_renewer_alone() -> None:
+    # One weak reference per held lock (its renewer) serves the Holdings set,
+    # the owners and the schedule; a lock garbage-collected while held leaves them.
+    c = granted_cluster()
+    c.renewals(1)
+
+    async def main() -> None:
+        locks = [c.lock(f"res{i}", ttl=3.0) for i in range(3)]
+        for lock in locks:
+            assert await lock.acquire()
+        renewers = {lock._renewer for lock in locks}
+        assert c.holdings._held == renewers
+        assert all(type(r) is Renewer for r in renewers)
+        gone = weakref.ref(locks[0])
+        del locks[0]
+        gc.collect()
+        assert gone() is None
+        assert len(c.holdings._held) == 2
+        await asyncio.sleep(3.0)  # renewals go on for the others, none for it
+        assert all(lock.held for lock in locks)
+        for lock in locks:
+            await lock.release()
+        assert not c.holdings._held
+
+    run(main(), c.clock)

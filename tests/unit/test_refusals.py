@@ -7,10 +7,12 @@ so is how long judging a refusal waits for the nodes still answering.
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 
 import pytest
 
-from redlock_async import LockBusy, LockNotAcquired, QuorumUnavailable, RedlockError
+from redlock_async import Lock, LockBusy, LockNotAcquired, QuorumUnavailable, RedlockError
 from redlock_async._base._errors import NodeConnectionError, NodeResponseError
 from redlock_async._core._scripts import ACQUIRE, READ_ACQUIRE, RELEASE, WRITE_ACQUIRE
 
@@ -214,6 +216,55 @@ def test_after_release_the_same_task_can_wait_again() -> None:
             pass
         async with c.lock(timeout=None):
             pass
+
+    run(main(), c.clock)
+
+
+def test_a_grant_does_not_keep_the_task_that_took_it() -> None:
+    # Taken in a task of its own (as asyncio.gather makes), held after it
+    # ended: the grant kept the task, its coroutine and context, 0.8 KB a lock.
+    c = Cluster()
+    c.script(ACQUIRE.name, 1)
+
+    async def take(lock: Lock) -> None:
+        assert await lock.acquire()
+
+    async def main() -> None:
+        lock = c.lock()
+        task = asyncio.create_task(take(lock))
+        await task
+        gone = weakref.ref(task)
+        del task
+        await asyncio.sleep(0)  # the task's done callbacks run
+        gc.collect()
+        assert gone() is None
+        assert lock.held
+        # Nor anything else about it: no task can wait for itself through it.
+        assert not c.holdings.owners._tasks
+        assert not any(c.holdings.owners._held.values())
+        # Another task (whatever its address) waits for the holder as usual.
+        c.script(ACQUIRE.name, 0)
+        assert not await asyncio.create_task(c.lock(timeout=0.25).acquire())
+        await lock.release()
+
+    run(main(), c.clock)
+
+
+def test_a_task_that_takes_and_releases_many_locks_leaves_no_record() -> None:
+    c = Cluster()
+    c.script(ACQUIRE.name, 1)
+
+    async def main() -> None:
+        for i in range(50):
+            async with c.lock(f"res{i}"):
+                pass
+        task = asyncio.current_task()
+        assert task is not None
+        assert c.holdings.owners._tasks[task] == {}  # one entry per task, emptied
+        assert not any(c.holdings.owners._held.values())
+        async with c.lock("held"):
+            with pytest.raises(RedlockError, match="already holds it"):
+                await c.lock("held", timeout=None).acquire()
 
     run(main(), c.clock)
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from redlock_async._base._timing import (
     CLOCK_DRIFT_FLOOR,
@@ -11,6 +13,7 @@ from redlock_async._base._timing import (
     loss_deadline,
     renewal_delay,
     renewal_due,
+    renewal_due_in,
     shortened_validity_end,
     validity,
 )
@@ -72,3 +75,17 @@ def test_a_failed_extend_leaves_the_reached_nodes_expiring_from_its_start() -> N
 def test_extend_retries_at_most_six_times_per_ttl() -> None:
     assert extend_retry_interval(0.2, ttl=3.0) == 0.2
     assert extend_retry_interval(0.2, ttl=0.6) == pytest.approx(0.1)
+
+
+@given(
+    now=st.floats(0.0, 1e7),
+    left=st.floats(-10.0, 1e5),
+    ttl=st.floats(0.01, 1e5),
+    spread=st.floats(0.0, 1e4),
+)
+def test_renewal_due_in_is_the_two_formulas_composed(
+    now: float, left: float, ttl: float, spread: float
+) -> None:
+    # Written out in one function for the renewal schedule: the same float.
+    composed = renewal_due(now, renewal_delay(left, ttl, spread), ttl)
+    assert renewal_due_in(now, left, ttl, spread) == composed

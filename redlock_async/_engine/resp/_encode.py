@@ -77,7 +77,8 @@ def _head(spec: tuple[bytes, int, Sequence[bytes]]) -> bytes | None:
     for key in keys:
         if type(key) is not bytes:
             return None
-        out += (_length(len(key)), key, b"\r\n")
+        n = len(key)
+        out += (_LENGTHS[n] if n < 256 else b"$%d\r\n" % n, key, b"\r\n")  # _length, inlined
     head = b"".join(out)
     if type(keys) is tuple:
         if len(HEADS) >= CACHE_LIMIT:
