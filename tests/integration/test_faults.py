@@ -18,7 +18,7 @@ from redlock_async import (
 )
 from redlock_async._core._scripts import ALL_SCRIPTS, STATUS
 from redlock_async._engine._node import Unsent
-from redlock_async._engine._tally import PENDING
+from redlock_async._engine._tally import PENDING, Tally
 from redlock_async.testing import RedisNodes
 
 from ..conftest import MakeRedlock, eventually, no_keys_left, settle
@@ -125,15 +125,17 @@ async def test_replies_unread_during_our_loop_stall_do_not_drop_connections(
             assert await lock.acquire(blocking=False)  # nodes 1 and 2 are a quorum
             grant = lock._grant
             assert grant is not None
+            acquired = grant.acquired
+            assert isinstance(acquired, Tally)  # not renewed: the whole tally is kept
             # 2 ms early, not less: uvloop's timers count whole milliseconds,
             # and timers due in the same one run in the order they were made
             # (the deadline check first).
-            loop.call_at(grant.acquired.deadline - 0.002, block_then_reply)
+            loop.call_at(acquired.deadline - 0.002, block_then_reply)
             # Block past the deadline with node 0 still paused: the next
             # iteration then finds both timers due and no reply on the socket.
             time.sleep(0.2)  # noqa: ASYNC251 - the fault
             await asyncio.sleep(0.2)
-            assert grant.acquired.replies[0] == 1  # node 0's late yes arrived
+            assert acquired.replies[0] == 1  # node 0's late yes arrived
             await lock.release()
         assert "dropping its connection" not in caplog.text
         assert _connections(redlock) == connections
