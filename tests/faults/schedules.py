@@ -503,10 +503,10 @@ _MIXED_PAUSED_HANDOFFS = Schedule(
     limit=8,
     keys_left_bound=2.0,
     faults=tuple(
-        Fault(at=1.0 + 0.6 * i, kind="pause-worker", duration=0.4, workers=(i % 3,))
-        for i in range(8)
+        Fault(at=0.8 + 0.5 * i, kind="pause-worker", duration=0.4, workers=(i % 3,))
+        for i in range(10)
     ),
-    mix={"handoff_tasks": 3},
+    mix={"handoff_tasks": 4},
 )
 
 # Issue 25's rule, planted back to the one before it (each Redlock judging

@@ -65,11 +65,13 @@ def test_planted_bugs_are_caught(tmp_path: Path) -> None:
             assert all(code == 0 for code in ran.worker_codes), _explain(ran)
         baseline = set(baselines[schedule.name].violated)
         caught[mutant] = sorted(set(outcome.violated) - baseline)
-        if not caught[mutant] and not schedule.in_model:
+        if not caught[mutant] and (not schedule.in_model or mutant in COPY_MUTANTS):
             # Outside the model the unmutated library may show the mutant's
             # violation too, by a race with the nemesis (about 1 run in 15
             # for loss_notice on the majority-jump schedule): a miss there
-            # gets one more pair of runs, on another seed.
+            # gets one more pair of runs, on another seed. So does a lost
+            # copy's release: it shows only when a worker's stop meets a
+            # handoff's taker still renewing (about 1 seed in 8 misses it).
             again = seed + 100
             base = run_schedule(schedule, again, tmp_path / f"base-{number}-again")
             outcome = run_schedule(
