@@ -11,6 +11,11 @@ in cycles is the cost of one cycle, start-up and imports cancelled out.
 
     python benchmarks/instructions.py --tree /tmp/old --tree .
 
+``--blackhole``: node 0 of the nodes is reached through the project's fault
+proxy, blackholed (connections accepted, nothing delivered either way): the
+client's work per cycle with one node silent (issue 27), to set beside the
+same tree's figure without it.
+
 Needs ``valgrind`` and ``redis-server`` on PATH. Takes about 25 s per tree
 and count (valgrind runs Python some 50 times slower).
 """
@@ -104,12 +109,21 @@ def main() -> None:
     parser.add_argument("--short", type=int, default=300)
     parser.add_argument("--long", type=int, default=1300)
     parser.add_argument("--nodes", type=int, default=5)
+    parser.add_argument("--blackhole", action="store_true", help="node 0 blackholed")
     args = parser.parse_args()
     for tool in ("valgrind", "redis-server"):
         if shutil.which(tool) is None:
             sys.exit(f"{tool} is not on PATH")
     with tempfile.TemporaryDirectory(prefix="redlock-instructions-") as scratch:
-        procs, urls = start_nodes(args.nodes, Path(scratch))
+        if args.blackhole:
+            from redlock_async.testing import RedisNodes
+
+            nodes = RedisNodes().start(args.nodes)
+            nodes[0].blackhole()
+            urls = [nodes[0].url, *(node.direct_url for node in nodes[1:])]
+            procs: list[subprocess.Popen[bytes]] = []
+        else:
+            procs, urls = start_nodes(args.nodes, Path(scratch))
         try:
             first = None
             print(f"{'tree':<40} {'instructions per acquire+release':>34} {'vs first':>9}")
@@ -123,6 +137,8 @@ def main() -> None:
             for proc in procs:
                 proc.terminate()
                 proc.wait()
+            if args.blackhole:
+                nodes.close()
 
 
 if __name__ == "__main__":

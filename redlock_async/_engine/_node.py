@@ -114,8 +114,10 @@ STALE = -9
 class Unsent:
     """Marks the error of a command that was never written to its node.
 
-    It cannot have run there, so nothing needs undoing or resending (a node
-    down or backing off would otherwise collect a resend per release).
+    It cannot have run there, so nothing needs undoing, nor resending (a node
+    down, backing off or silent would otherwise collect a resend per
+    release) - unless it is a cleanup and what it cleans up may have run
+    there (``_resend.resend``).
     """
 
 

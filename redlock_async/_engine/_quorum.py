@@ -135,6 +135,8 @@ class Quorum:
             tally = Tally(self, command, self._new_future(), self._now() + self.node_timeout)
         else:  # held back until now (_cleanups.py): its votes are timed from this send
             tally.deadline = self._now() + self.node_timeout
+        if after is not None:
+            tally.after = after  # before any send: a node may fail the command at once
         if only is None and (after is None or self._ordered or not after.missing):
             self._run_all(self.nodes, command, tally)  # the hot path: every node, now
         else:

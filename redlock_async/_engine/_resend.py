@@ -17,7 +17,8 @@ from typing import Protocol
 from .._base._errors import NodeConnectionError, NodeError, NodeTimeoutError
 from ._backoff import Backoff
 from ._node import Command, Node, Reply, Unsent
-from ._tally import Tally
+from ._settled import Settled
+from ._tally import SKIPPED, Tally
 
 __all__ = ["RESEND_FIRST", "RESEND_MAX", "Resend", "Resending", "failed_with_connection", "resend"]
 
@@ -105,10 +106,25 @@ def failed_with_connection(node: Node, reply: Reply) -> bool:
 def resend(group: Resending, tally: Tally, index: int, reply: NodeError) -> None:
     """Node ``index`` failed ``tally``'s cleanup: resend it while that may help."""
     node = tally.nodes[index]
-    # A command never written (node down, backing off) needs no resend: what
-    # it cleans up was never written there either, or was cleaned up by the
-    # chain of the command that was.
-    if isinstance(reply, Unsent):
+    # A command never written (node down, backing off, silent) needs no
+    # resend when what it cleans up never ran there either: most of them,
+    # while a node is out (an acquire is not written to it either). But
+    # the acquire may have been written before the node went down - on the
+    # connection the stall check dropped, or answered just before - and a
+    # paused node runs it when it resumes: then the release must reach it.
+    if isinstance(reply, Unsent) and not _may_have_run(tally.after, index):
         return
     if tally.command is not None and failed_with_connection(node, reply):
         Resend(group, node, index, tally.command, tally.resend_until).schedule()
+
+
+def _may_have_run(after: Tally | Settled | None, index: int) -> bool:
+    """May the command of ``after`` (the fan-out a cleanup follows, or what a
+    held grant keeps of it) have run on node ``index``? As ``Engine.undo``
+    judges: unless it was refused there or never sent (a ``Settled`` 0)."""
+    if after is None:
+        return False
+    reply = after.replies[index]
+    if type(reply) is int and reply == 0:
+        return False  # refused: it wrote nothing
+    return not isinstance(reply, Unsent) and reply is not SKIPPED

@@ -27,6 +27,7 @@ from typing import Protocol
 from .._base._errors import NodeError, NodeTimeoutError
 from ._node import STALE, Command, Node, Reply, stall_limit
 from ._restarts import Restarts
+from ._settled import Settled
 
 __all__ = ["PENDING", "SKIPPED", "Group", "Tally", "is_yes", "quorum_of", "vote_limit"]
 
@@ -116,6 +117,7 @@ class Tally:
         "_no_short",
         "_waiters",
         "_yes_short",
+        "after",
         "command",
         "deadline",
         "decided",
@@ -163,6 +165,9 @@ class Tally:
         # the command again, with backoff, until this monotonic time (when
         # the key it cleans up has expired anyway). 0: never resent.
         self.resend_until = 0.0
+        # The fan-out this one follows (Quorum.fanout): where its command may
+        # have run, a cleanup that could not even be written is resent too.
+        self.after: Tally | Settled | None = None
 
     @property
     def nodes(self) -> tuple[Node, ...]:
@@ -288,7 +293,7 @@ class Tally:
                 continue
             on_error = self.group.on_error
             if on_error is not None and not force:
-                on_error(index, self._timed_out(index))
+                on_error(index, _timed_out(self, index))
         if not waiting:
             self.expired = True
             if not self.decided.done():
@@ -321,18 +326,6 @@ class Tally:
         """
         self._expiry = then
 
-    def _timed_out(self, index: int) -> NodeTimeoutError:
-        name = self.group.nodes[index].name
-        node_timeout = self.group.node_timeout
-        silent = self.silent
-        if silent is not None and silent[index] == _BACKLOG:
-            waited = node_timeout + backlog_limit(node_timeout)
-            return NodeTimeoutError(
-                f"{name}: no reply within {waited:g}s: it was still answering earlier "
-                f"commands (a backlog; node_timeout={node_timeout}s)"
-            )
-        return NodeTimeoutError(f"{name}: no reply within node_timeout={node_timeout}s")
-
     def answering(self) -> list[int]:
         """The nodes whose vote is still pending and has not timed out."""
         if self.expired or not self.missing:
@@ -354,7 +347,21 @@ class Tally:
         result: dict[str, NodeError] = {}
         for i, (node, reply) in enumerate(zip(self.nodes, self.replies, strict=True)):
             if reply is PENDING and (self.expired or (self.silent is not None and self.silent[i])):
-                result[node.name] = self._timed_out(i)
+                result[node.name] = _timed_out(self, i)
             elif isinstance(reply, NodeError) and reply is not SKIPPED:
                 result[node.name] = reply
         return result
+
+
+def _timed_out(tally: Tally, index: int) -> NodeTimeoutError:
+    """Why node ``index``'s pending vote in ``tally`` timed out."""
+    name = tally.group.nodes[index].name
+    node_timeout = tally.group.node_timeout
+    silent = tally.silent
+    if silent is not None and silent[index] == _BACKLOG:
+        waited = node_timeout + backlog_limit(node_timeout)
+        return NodeTimeoutError(
+            f"{name}: no reply within {waited:g}s: it was still answering earlier "
+            f"commands (a backlog; node_timeout={node_timeout}s)"
+        )
+    return NodeTimeoutError(f"{name}: no reply within node_timeout={node_timeout}s")

@@ -13,6 +13,7 @@ from redlock_async import Redlock, _redlock
 from redlock_async._base._errors import LockLost, LockNotOwned, NodeConnectionError, RedlockError
 from redlock_async._core._lock import Lock, LockKeywords
 from redlock_async._core._scripts import ACQUIRE, EXTEND, RELEASE
+from redlock_async._engine._node import unsent
 
 from ._scripted import Cluster, Rule, ScriptedNode, VirtualClock, run
 
@@ -75,6 +76,40 @@ def test_release_left_undecided_by_failing_nodes_warns_and_resends(
     # The broken connections may not have run it: resent after 50, then 100 ms.
     resent = sorted((round(sent.at - start, 6), name) for name, sent in c.sent(RELEASE.name)[3:])
     assert resent == [(0.05, "n1"), (0.05, "n2"), (0.15, "n1"), (0.15, "n2")]
+
+
+def test_a_release_never_written_is_resent_where_its_acquire_ran() -> None:
+    # n1 granted, then went down (or silent): the release could not even be
+    # written there. The key is on n1 all the same, and a paused node runs
+    # what it had read when it resumes: resent, as a release lost in flight is.
+    c = Cluster()
+    lock = held(c, [1, unsent(DOWN), 1])
+
+    async def main() -> None:
+        assert await lock.acquire()
+        await lock.release()
+        await asyncio.sleep(0.2)
+
+    start = c.clock()
+    run(main(), c.clock)
+    resent = [(round(sent.at - start, 6), name) for name, sent in c.sent(RELEASE.name)[3:]]
+    assert resent == [(0.05, "n1"), (0.15, "n1")]
+
+
+def test_a_release_never_written_is_not_resent_where_its_acquire_never_was() -> None:
+    # n1 was down (or silent) for both: nothing of this grant is there, and a
+    # node out for long must not collect a resend chain per release.
+    c = Cluster()
+    lock = held(c, [1, unsent(DOWN), 1])
+    c.script(ACQUIRE.name, 1, unsent(DOWN), 1)
+
+    async def main() -> None:
+        assert await lock.acquire()
+        await lock.release()
+        await asyncio.sleep(0.2)
+
+    run(main(), c.clock)
+    assert c.to(RELEASE.name) == ["n0", "n1", "n2"]
 
 
 def test_release_after_the_validity_ended_raises_lock_not_owned() -> None:

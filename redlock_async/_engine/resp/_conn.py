@@ -24,7 +24,7 @@ import hiredis
 
 from ..._base._errors import NodeError, NodeResponseError, NodeTimeoutError
 from ..._base._observe import NODE, warn
-from .._node import Sink, unsent
+from .._node import Sink
 
 __all__ = ["MAX_PENDING", "Conn", "Owner"]
 
@@ -65,6 +65,14 @@ class Owner(Protocol):
     def forget(self, conn: Conn, error: NodeError | None, *, unanswered: bool = False) -> NodeError:
         """Stop using ``conn`` (aborted with ``error``, or lost: None), with
         commands left ``unanswered`` or not; returns what they fail with."""
+        ...
+
+    def went_silent(self) -> None:
+        """The stall check is dropping the connection: the node answers nothing."""
+        ...
+
+    def unsent(self, error: NodeError) -> NodeError:
+        """``error``, marked :class:`Unsent`, for a command that was never written."""
         ...
 
 
@@ -207,8 +215,9 @@ class Conn(asyncio.Protocol):
             error.__cause__ = exc
         index = self.node.index
         written = len(pending) - never_written
+        never = self.node.unsent(error) if never_written else error
         for position, entry in enumerate(pending):
-            entry.settle(index, error if position < written else unsent(error))
+            entry.settle(index, error if position < written else never)
         if not self.closed.done():
             self.closed.set_result(None)
 
@@ -247,6 +256,7 @@ class Conn(asyncio.Protocol):
         name = self.node.name
         message = f"{name} answered nothing for {silent:.2f}s; dropping its connection"
         warn(NODE, "stalled", name, message, node=name, outcome="stalled", elapsed=silent)
+        self.node.went_silent()
         self.abort(NodeTimeoutError(f"{name} answered nothing for {silent:.2f}s"))
 
     async def aclose(self, error: NodeError, stall: float) -> None:

@@ -16,6 +16,15 @@ Failure handling, in short:
   piles up while the node stays dead;
 * reconnection is lazy and backs off exponentially: while a node is down,
   commands fail at once instead of waiting;
+* a node gone *silent* (its connection dropped by the stall check, a
+  reconnection whose handshake it left unanswered, a connect that timed out)
+  is written nothing but a probe - a new connection's handshake, with the
+  same backoff - until it answers one: meanwhile its commands fail at once,
+  unsent, costing their vote and nothing else (no entry waiting for a
+  connection, no deadline; a resend only for a release whose acquire may
+  have run there before: ``_resend.py``). Queued behind the probe instead,
+  each of them waited out the stall limit to fail in the end, a blackholed
+  node's pile renewed with every probe;
 * volume never fails a command: beyond ``MAX_PENDING`` unanswered on the
   wire, commands wait in the connection for replies to make room
   (``_conn.py``), and any number wait for a connection being made;
@@ -66,20 +75,43 @@ class _Fallback:
         self.entry.settle(index, reply)
 
 
+def _run_all(nodes: Sequence[RespNode], command: Command, sink: Sink) -> None:
+    """``RespNode.run`` on every node, in one call: the hot path of every fan-out.
+
+    The per-node work is inlined here (no call per node): at 50 tasks on
+    5 nodes this loop body runs a quarter of a million times a second.
+    """
+    payload = command.packed
+    if payload is None:
+        payload = command.packed = evalsha(command)
+    # One look per fan-out, not per node: every connection has loaded the
+    # scripts in use (_loader.py); a script's first fan-out loads it on
+    # every connection first.
+    if command.script.sha not in nodes[0]._scripts.using:
+        _start_using(nodes, command.script)
+    for node in nodes:
+        conn = node._conn
+        if conn is not None:
+            # Conn.send, minus busy_since: flush sets that when the
+            # node's queue was empty, which is all the stall check needs.
+            conn.pending.append(sink)
+            out = conn.out
+            if not out:
+                conn.loop.call_soon(conn.flush)
+            out.append(payload)
+        else:
+            node._send(payload, sink)
+
+
 class RespNode:
     """A Redis node reached over one RESP connection (``redis://``, ``unix://``)."""
 
     ordered = True
     concurrency = LIMIT  # one pipelined connection: the engine's bound is the only one
     cross_slot = True  # a plain server (a cluster is reached through redis-py)
+    run_all = staticmethod(_run_all)  # what Quorum calls to send to every node
 
-    def __init__(
-        self,
-        address: Address,
-        *,
-        node_timeout: float,
-        restarts: Restarts,
-    ) -> None:
+    def __init__(self, address: Address, *, node_timeout: float, restarts: Restarts) -> None:
         self._address = address
         self.restarts = restarts  # told what INFO says of the server (see Handshake)
         self.index = 0  # position among the Redlock's nodes (bind)
@@ -92,9 +124,14 @@ class RespNode:
         self._backoff = Backoff(0.05, 2.0, spread=(0.5, 1.0))
         self._retry_at = 0.0
         self._last_error: NodeError = NodeConnectionError(f"{address.display} is not connected")
+        # _last_error marked Unsent, made once per error rather than per
+        # command failed with it (see unsent).
+        self._unsent: tuple[NodeError, NodeError] | None = None
         self._closed = False
         # The last connection died with commands unanswered (see _connect).
         self._tainted = False
+        # The node went silent on us and has not answered since (see _send).
+        self._silent = False
 
     @property
     def name(self) -> str:
@@ -125,34 +162,6 @@ class RespNode:
         else:
             self._send(payload, sink)
 
-    @staticmethod
-    def run_all(nodes: Sequence[RespNode], command: Command, sink: Sink) -> None:
-        """``run`` on every node, in one call: the hot path of every fan-out.
-
-        The per-node work is inlined here (no call per node): at 50 tasks on
-        5 nodes this loop body runs a quarter of a million times a second.
-        """
-        payload = command.packed
-        if payload is None:
-            payload = command.packed = evalsha(command)
-        # One look per fan-out, not per node: every connection has loaded the
-        # scripts in use (_loader.py); a script's first fan-out loads it on
-        # every connection first.
-        if command.script.sha not in nodes[0]._scripts.using:
-            _start_using(nodes, command.script)
-        for node in nodes:
-            conn = node._conn
-            if conn is not None:
-                # Conn.send, minus busy_since: flush sets that when the
-                # node's queue was empty, which is all the stall check needs.
-                conn.pending.append(sink)
-                out = conn.out
-                if not out:
-                    conn.loop.call_soon(conn.flush)
-                out.append(payload)
-            else:
-                node._send(payload, sink)
-
     def error_reply(self, message: str, entry: Sink) -> None:
         """The server answered ``entry``'s command with an error (called by Conn)."""
         command = entry.command
@@ -180,29 +189,47 @@ class RespNode:
         loop = asyncio.get_running_loop()
         error: NodeError
         if self._closed:
-            error = NodeConnectionError(f"{self.name}: the Redlock is closed")
+            error = unsent(NodeConnectionError(f"{self.name}: the Redlock is closed"))
         elif self._connecting is None and loop.time() < self._retry_at:
-            error = self._last_error  # down and backing off: fail now, don't queue
+            error = self.unsent(self._last_error)  # down and backing off: fail now, don't queue
         else:
-            # However many: a connect (and the handshake behind it) is bounded
-            # by the stall limit, then all go out or fail (never for volume).
             if self._connecting is None:
                 self._connecting = loop.create_task(self._connect(loop))
-            self._waiting.append((payload, entry))
-            return
+            if not self._silent:
+                # However many: a connect (and the handshake behind it) is bounded
+                # by the stall limit, then all go out or fail (never for volume).
+                self._waiting.append((payload, entry))
+                return
+            # Silent: that connection is a probe. Held for it, this command
+            # would likely wait out the stall limit and fail anyway, keeping
+            # its vote pending meanwhile; failed now, it costs its vote alone
+            # (and was never written: see _resend.resend for cleanups).
+            error = self.unsent(self._last_error)
         # Outcomes always arrive later, never inside the caller's send loop.
-        loop.call_soon(entry.settle, self.index, unsent(error))
+        loop.call_soon(entry.settle, self.index, error)
+
+    def unsent(self, error: NodeError) -> NodeError:
+        """``error`` marked Unsent; the same copy for every command it fails
+        (node errors are values, never raised: one instance can be shared)."""
+        made = self._unsent
+        if made is None or made[0] is not error or made[1].__cause__ is not error.__cause__:
+            made = self._unsent = (error, unsent(error))  # again once a cause is known
+        return made[1]
 
     async def _connect(self, loop: asyncio.AbstractEventLoop) -> None:
-        # While this runs, commands wait in _waiting (_send sees _connecting).
+        # While this runs, commands wait in _waiting (_send sees _connecting),
+        # unless the node is silent: then this is a probe, and they fail at once.
         try:
             try:
                 conn = await connect(self._address, lambda: Conn(self, loop), self._stall)
             except (OSError, TimeoutError) as exc:
-                reason = "timed out" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
+                timed_out = isinstance(exc, TimeoutError)
+                reason = "timed out" if timed_out else exc.strerror or str(exc)
                 error = NodeConnectionError(f"cannot connect to {self.name}: {reason}")
                 error.__cause__ = exc  # the OSError itself, for callers who need errno
                 self._down(loop, error)
+                if timed_out:
+                    self._silent = True  # dropped SYNs: as silent as a blackhole
                 self._fail_waiting(self._last_error)
                 return
             if self._closed:
@@ -213,8 +240,10 @@ class RespNode:
             handshake.start(self._address)
             # Behind a failed AUTH/SELECT the server still runs what follows (as the
             # default user, in db 0) while we drop the replies: a grant nobody
-            # releases. So with either, commands wait for the handshake's answer.
-            if self._tainted or self._address.db or self._address.auth_command() is not None:
+            # releases. So with either, commands wait for the handshake's answer;
+            # and to a silent node nothing goes but the handshake (a probe).
+            address = self._address
+            if self._silent or self._tainted or address.db or address.auth_command() is not None:
                 try:
                     caught_up = await self._caught_up(conn, handshake, loop)
                 except asyncio.CancelledError:  # closing: this connection is nobody's
@@ -250,6 +279,7 @@ class RespNode:
                 await asyncio.shield(handshake.pinged)
         except TimeoutError:
             conn.abort(NodeTimeoutError(f"{self.name} answered nothing after reconnecting"))
+            self._silent = True
         if not conn.answered or conn.transport is None or conn.error is not None:
             error = conn.error or NodeConnectionError(f"connection to {self.name} lost")
             if conn.transport is not None:
@@ -257,7 +287,7 @@ class RespNode:
             self._down(loop, error)
             self._fail_waiting(self._last_error)
             return False
-        self._tainted = False
+        self._tainted = self._silent = False
         return True
 
     def _down(self, loop: asyncio.AbstractEventLoop, error: NodeError) -> None:
@@ -267,9 +297,12 @@ class RespNode:
     def _fail_waiting(self, error: NodeError) -> None:
         waiting, self._waiting = self._waiting, []
         if waiting:
-            error = unsent(error)  # they never reached a connection
+            error = self.unsent(error)  # they never reached a connection
         for _, entry in waiting:
             entry.settle(self.index, error)
+
+    def went_silent(self) -> None:
+        self._silent = True  # called by Conn's stall check: probes only (_send)
 
     def forget(self, conn: Conn, error: NodeError | None, *, unanswered: bool = False) -> NodeError:
         """Stop using ``conn`` (called by Conn); returns what its pending commands fail with."""
@@ -300,7 +333,7 @@ class RespNode:
         self._waiting = []
         self._backoff.reset()
         self._retry_at = 0.0
-        self._tainted = False
+        self._tainted = self._silent = False
 
     def silent_since(self) -> float:
         conn = self._conn  # None: waiting for a connection counts as silence
