@@ -49,6 +49,15 @@ class Timetable(Generic[_E]):
         self.entries = 0  # in buckets, stale ones included
         self.stale = 0
 
+    def _new_bucket(self, due: float, loop: asyncio.AbstractEventLoop) -> list[_E]:
+        """An empty bucket for ``due``, in the heap, the timer armed if it is the soonest."""
+        bucket: list[_E] = []
+        self._buckets[due] = bucket
+        heapq.heappush(self._dues, due)
+        if due < self._when:
+            self._arm(due, loop)
+        return bucket
+
     @property
     def due(self) -> bool:
         """Entries have fallen due and wait to be taken."""
@@ -58,10 +67,7 @@ class Timetable(Generic[_E]):
         """``entry`` falls due at loop time ``due`` (it is in no bucket now)."""
         bucket = self._buckets.get(due)
         if bucket is None:
-            bucket = self._buckets[due] = []
-            heapq.heappush(self._dues, due)
-            if due < self._when:
-                self._arm(due, loop)
+            bucket = self._new_bucket(due, loop)
         bucket.append(entry)
         entry.slot = bucket
         self.entries += 1
@@ -70,10 +76,7 @@ class Timetable(Generic[_E]):
         """``add`` for each of ``entries`` (none in a bucket now), all due at ``due``."""
         bucket = self._buckets.get(due)
         if bucket is None:
-            bucket = self._buckets[due] = []
-            heapq.heappush(self._dues, due)
-            if due < self._when:
-                self._arm(due, loop)
+            bucket = self._new_bucket(due, loop)
         for entry in entries:
             entry.slot = bucket
         bucket += entries

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from redlock_async._engine import vote_limit
 from redlock_async._engine._restarts import MIN_QUARANTINE
 
+from .history import WORKERS as _WORKERS
 from .history import Event
 from .verdict import Verdict
 
@@ -185,9 +186,6 @@ def _stalls(events: Sequence[Event]) -> dict[str, Intervals]:
         if event.kind == "lag" and event.value:
             spans[event.process].append((event.time - event.value / 1000, event.time))
     return {process: Intervals(found) for process, found in spans.items()}
-
-
-_WORKERS = re.compile(r"workers=\(([^)]*)\)")
 
 
 # Faults that restart a node (possibly empty): the restart rule keeps it out

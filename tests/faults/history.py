@@ -198,7 +198,8 @@ STALL_NOTICE = 0.1
 """Seconds after its process resumed within which a holder told of a loss
 was told at once (its loop runs the timers that came due while stopped)."""
 
-_WORKERS = re.compile(r"workers=\(([^)]*)\)")
+WORKERS = re.compile(r"workers=\(([^)]*)\)")
+"""The workers a nemesis fault reaches, in its detail (none: every worker)."""
 
 
 def stalls(events: Iterable[Event]) -> dict[str, list[tuple[float, float]]]:
@@ -214,7 +215,7 @@ def stalls(events: Iterable[Event]) -> dict[str, list[tuple[float, float]]]:
             )
         elif event.process == "nemesis" and event.op == "pause-worker":
             if event.kind == "fault":
-                match = _WORKERS.search(event.detail)
+                match = WORKERS.search(event.detail)
                 numbers = re.split(r"[,\s]+", match.group(1)) if match else []
                 paused.append((event.time, [f"w{n}" for n in numbers if n]))
             elif event.kind == "heal" and paused:

@@ -13,11 +13,13 @@ cut before any vote reported as "unavailable" (503).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 
 import pytest
 
-from redlock_async import LockBusy, LockNotAcquired, QuorumUnavailable
+from redlock_async import LockBusy, LockNotAcquired, QuorumUnavailable, Redlock
 from redlock_async.testing import RedisNodes
 
 from ..conftest import MakeRedlock
@@ -25,20 +27,30 @@ from ..conftest import MakeRedlock
 SHORT = 0.5  # the second waiter's unavailable_timeout
 
 
-async def test_a_waiter_queued_behind_another_still_gives_up_after_its_unavailable_timeout(
-    make_redlock: MakeRedlock, redis_nodes: RedisNodes
-) -> None:
-    # A quorum is down (2 of 3 refuse connections); the third node is up,
-    # so the lock's channel is still heard there (passive waiters do not poll).
-    redlock = make_redlock()
-    redis_nodes[0].refuse()
-    redis_nodes[1].refuse()
-    # The first waiter has no limit at all: it keeps trying.
-    first = redlock.lock("job", timeout=None, unavailable_timeout=None)
-    first_task = asyncio.ensure_future(first.acquire())
+@contextlib.asynccontextmanager
+async def a_waiter_in_line(redlock: Redlock, nodes: RedisNodes) -> AsyncIterator[None]:
+    """A quorum down (2 of 3 refuse connections; the third node is up, so the
+    lock's channel is still heard there and passive waiters do not poll), and
+    a first waiter of the process for "job" with no limit at all, in line."""
+    nodes[0].refuse()
+    nodes[1].refuse()
+    first_task = asyncio.ensure_future(
+        redlock.lock("job", timeout=None, unavailable_timeout=None).acquire()
+    )
     try:
         await asyncio.sleep(0.5)  # it attempted, failed, and is in line
         assert not first_task.done()
+        yield
+    finally:
+        first_task.cancel()
+        await asyncio.gather(first_task, return_exceptions=True)
+
+
+async def test_a_waiter_queued_behind_another_still_gives_up_after_its_unavailable_timeout(
+    make_redlock: MakeRedlock, redis_nodes: RedisNodes
+) -> None:
+    redlock = make_redlock()
+    async with a_waiter_in_line(redlock, redis_nodes):
         # The second waiter of the process for the same lock: no timeout, but
         # an unavailable_timeout of SHORT. Before de59e06 it attempted at once
         # (its outage began) and gave up after SHORT; now it joins the line
@@ -57,9 +69,6 @@ async def test_a_waiter_queued_behind_another_still_gives_up_after_its_unavailab
         waited = time.monotonic() - start
         assert not ok
         assert waited < SHORT + 2.0, waited
-    finally:
-        first_task.cancel()
-        await asyncio.gather(first_task, return_exceptions=True)
 
 
 async def test_async_with_queued_behind_another_raises_quorum_unavailable_in_time(
@@ -68,13 +77,7 @@ async def test_async_with_queued_behind_another_raises_quorum_unavailable_in_tim
     # Same, through `async with` with a finite timeout: the bound is
     # U + node_timeout, not T (T is far longer here).
     redlock = make_redlock()
-    redis_nodes[0].refuse()
-    redis_nodes[1].refuse()
-    first = redlock.lock("job", timeout=None, unavailable_timeout=None)
-    first_task = asyncio.ensure_future(first.acquire())
-    try:
-        await asyncio.sleep(0.5)
-        assert not first_task.done()
+    async with a_waiter_in_line(redlock, redis_nodes):
         start = time.monotonic()
         raised: BaseException | None = None
         try:
@@ -88,9 +91,6 @@ async def test_async_with_queued_behind_another_raises_quorum_unavailable_in_tim
         # Documented bound: U + node_timeout after the first attempt; the
         # waiter was free to attempt at once, as before de59e06.
         assert waited < SHORT + 2.0, f"gave up after {waited:.2f}s, unavailable_timeout={SHORT}"
-    finally:
-        first_task.cancel()
-        await asyncio.gather(first_task, return_exceptions=True)
 
 
 async def test_a_reader_joining_a_run_of_waiting_readers_reports_busy_not_unavailable(
