@@ -15,12 +15,11 @@ otherwise (``_output``), so the command line needs nothing beyond the library.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import signal
 import sys
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from importlib import metadata
 from typing import Any
 
@@ -29,7 +28,7 @@ from ._args import parser, split_command
 from ._bench import bench
 from ._demo import demo
 from ._exit import EX_BROKEN_PIPE, EX_USAGE, EXIT_CODES, UsageError
-from ._interrupt import interruptible, say_interrupted
+from ._interrupt import run_interruptible, say_interrupted
 from ._output import error, library_warnings
 from ._run import run_command
 from ._status import status
@@ -78,17 +77,17 @@ def _main(argv: list[str]) -> int:
             if args.command == "run":
                 return run_command(args)
             if args.command == "status":
-                return _run_async(status(args))
+                return _run_async(lambda: status(args))
             if args.command == "bench":
-                return _run_async(bench(args))
+                return _run_async(lambda: bench(args))
             return demo(args.nodes, args.workers, args.increments, quiet=args.quiet)
     except (UsageError, ConfigurationError) as exc:
         error(str(exc))
         return EX_USAGE
 
 
-def _run_async(coro: Coroutine[Any, Any, int]) -> int:
+def _run_async(command: Callable[[], Coroutine[Any, Any, int]]) -> int:
     # Ctrl-C cancels the command, whose own cleanup runs (bench stops its
-    # tasks and releases), then exits 130. One before the loop is up is a
-    # KeyboardInterrupt, caught in main().
-    return int(asyncio.run(interruptible(coro)))
+    # tasks and releases), then exits 130; one while the loop is being
+    # built waits for it (run_interruptible).
+    return int(run_interruptible(command))

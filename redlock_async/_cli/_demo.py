@@ -16,7 +16,7 @@ from types import FrameType
 
 from .._redlock import Redlock
 from ._exit import EX_FAILURE, EX_OK
-from ._interrupt import interruptible, say_interrupted
+from ._interrupt import run_interruptible, say_interrupted
 from ._output import error, progress
 
 __all__ = ["demo"]
@@ -52,12 +52,10 @@ def demo(n_nodes: int, workers: int, increments: int, *, quiet: bool = False) ->
         print(f"resource (a counter nobody may update concurrently): {servers[-1].url}")
         halt: list[bool] = []
         urls = [s.url for s in servers[:-1]]
-        return asyncio.run(
-            interruptible(
-                _contend(urls, servers[-1].url, workers, increments, halt, quiet),
-                signals=(signal.SIGINT, signal.SIGTERM),
-                on_signal=lambda: halt.append(True),
-            )
+        return run_interruptible(
+            lambda: _contend(urls, servers[-1].url, workers, increments, halt, quiet),
+            signals=(signal.SIGINT, signal.SIGTERM),
+            on_signal=lambda: halt.append(True),
         )
     except KeyboardInterrupt:
         return say_interrupted(terminated[0] if terminated else signal.SIGINT)

@@ -4,13 +4,14 @@ exit 128 + N, without a traceback."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from typing import Any
 
 from ._output import error
 
-__all__ = ["interruptible", "say_interrupted"]
+__all__ = ["interruptible", "run_interruptible", "say_interrupted"]
 
 
 def say_interrupted(signum: int) -> int:
@@ -46,6 +47,7 @@ async def interruptible(
     previous = {signum: signal.getsignal(signum) for signum in signals}
     for signum in signals:
         loop.add_signal_handler(signum, handle, signum)
+    _unblock(signals)  # held back by run_interruptible until now: delivered here
     try:
         code = await task
     except asyncio.CancelledError:
@@ -62,3 +64,44 @@ async def interruptible(
     if received:
         return say_interrupted(received[0])
     return code
+
+
+def run_interruptible(
+    command: Callable[[], Coroutine[Any, Any, int]],
+    *,
+    signals: Sequence[int] = (signal.SIGINT,),
+    on_signal: Callable[[], None] | None = None,
+) -> int:
+    """``asyncio.run(interruptible(command(), ...))``, with ``signals`` held back
+    until :func:`interruptible`'s handlers are in place.
+
+    A Ctrl-C while the loop is being built raised KeyboardInterrupt inside
+    its constructor: the half-made loop, and the coroutine never started,
+    printed tracebacks at exit. Blocked (where the platform can) until the
+    loop handles them, such a signal arrives a moment later, as one the
+    command was running for. The command is made inside the block too.
+    """
+    with _blocked(signals):
+        return asyncio.run(interruptible(command(), signals=signals, on_signal=on_signal))
+
+
+@contextlib.contextmanager
+def _blocked(signals: Sequence[int]) -> Iterator[None]:
+    block = getattr(signal, "pthread_sigmask", None)
+    if block is None:  # Windows: nothing to hold back with
+        yield
+        return
+    block(signal.SIG_BLOCK, signals)
+    try:
+        yield
+    finally:
+        # Unblocked already once the loop's handlers were in (see interruptible);
+        # this covers a failure before that. A signal still pending arrives
+        # here, as KeyboardInterrupt (or the caller's SIGTERM handler).
+        block(signal.SIG_UNBLOCK, signals)
+
+
+def _unblock(signals: Sequence[int]) -> None:
+    unblock = getattr(signal, "pthread_sigmask", None)
+    if unblock is not None:
+        unblock(signal.SIG_UNBLOCK, signals)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -131,3 +132,47 @@ async def test_demo_stops_every_node_it_started(signum: signal.Signals) -> None:
     assert out.splitlines()[-1] == "stopped every node"
     assert quiet(err), err
     assert all(gone(pid) for pid in started)
+
+
+# A command whose Ctrl-C comes before the event loop is up to handle it: the
+# signal is sent while the command is being made, inside run_interruptible.
+_EARLY_SIGNAL = """
+import asyncio, os, signal, sys
+from redlock_async._cli._interrupt import run_interruptible
+
+async def command() -> int:
+    await asyncio.sleep(30)
+    return 0
+
+def make():
+    os.kill(os.getpid(), signal.SIG{name})  # the loop is not built yet
+    return command()
+
+sys.exit(run_interruptible(make, signals=(signal.SIGINT, signal.SIGTERM)))
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+async def test_a_signal_before_the_loop_is_up_ends_the_command_quietly(
+    signum: signal.Signals,
+) -> None:
+    # It raised KeyboardInterrupt while asyncio.run built its loop (the demo,
+    # Ctrl-C just after "started 3 redis-server nodes"): the half-made loop
+    # and the unstarted coroutine printed tracebacks. Held back until the
+    # loop's handlers are in, it ends the command like any other.
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _EARLY_SIGNAL.format(name=signum.name[3:]),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=cli_env(),
+    )
+    code, out, err = await finish(process)
+    assert (code, out) == (128 + signum, "")
+    assert quiet(err), err
+    assert err.strip() == (
+        "redlock-async: interrupted"
+        if signum == signal.SIGINT
+        else "redlock-async: stopped by SIGTERM"
+    )

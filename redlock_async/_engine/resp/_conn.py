@@ -80,6 +80,7 @@ class Conn(asyncio.Protocol):
     """One connection: writes are coalesced per loop iteration, replies matched FIFO."""
 
     answered = False  # its handshake PING was answered (see Handshake, RespNode.forget)
+    alone = True  # the last write carried one command: write the next at once if idle (send)
     error: NodeError | None = None  # why it was aborted, if it was
 
     def __init__(self, node: Owner, loop: asyncio.AbstractEventLoop) -> None:
@@ -106,6 +107,17 @@ class Conn(asyncio.Protocol):
         pending = self.pending
         if not pending:
             self.busy_since = self.loop.time()
+            transport = self.transport
+            if transport is not None and self.alone:
+                # Idle (nothing on the wire, nothing queued) and no company
+                # lately: written now. Queued, it would leave a loop pass
+                # later, alone anyway - a sequential caller's every command
+                # (callgrind: a fifth of the client's instructions per
+                # acquire+release). Where writes carry several commands
+                # (many tasks), the first of a burst waits for the others.
+                pending.append(entry)
+                transport.write(payload)
+                return
         pending.append(entry)
         out = self.out
         if not out:
@@ -133,7 +145,12 @@ class Conn(asyncio.Protocol):
             # now, not when the commands were queued - our own loop may have
             # stalled in between, and that is not the node's fault.
             self.busy_since = self.loop.time()
-        transport.write(out[0] if len(out) == 1 else b"".join(out))
+        if len(out) == 1:
+            self.alone = True
+            transport.write(out[0])
+        else:
+            self.alone = False
+            transport.write(b"".join(out))
         out.clear()
 
     def _write_held(self, out: list[bytes], held: deque[bytes], on_wire: int) -> None:

@@ -92,9 +92,15 @@ def _run_all(nodes: Sequence[RespNode], command: Command, sink: Sink) -> None:
     for node in nodes:
         conn = node._conn
         if conn is not None:
-            # Conn.send, minus busy_since: flush sets that when the
-            # node's queue was empty, which is all the stall check needs.
-            conn.pending.append(sink)
+            # Conn.send, inlined.
+            pending = conn.pending
+            if not pending and conn.alone and (transport := conn.transport) is not None:
+                # Idle: nothing to coalesce with, written now (see Conn.send).
+                pending.append(sink)
+                conn.busy_since = conn.loop.time()
+                transport.write(payload)
+                continue
+            pending.append(sink)
             out = conn.out
             if not out:
                 conn.loop.call_soon(conn.flush)
