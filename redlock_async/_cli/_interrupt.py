@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterator, Sequence
 from typing import Any
 
 from ._output import error
@@ -25,8 +25,12 @@ async def interruptible(
     *,
     signals: Sequence[int] = (signal.SIGINT,),
     on_signal: Callable[[], None] | None = None,
+    unblock: Collection[int] = (),
 ) -> int:
     """Run ``command``; any of ``signals`` cancels it, calls ``on_signal`` first; the exit code.
+
+    ``unblock``: the signals :func:`run_interruptible` blocked, unblocked
+    once the handlers are in.
 
     The command's own cleanup (``finally``, ``async with``) runs on the
     cancellation. The exit code is 128 + N once a signal N came, even when
@@ -47,7 +51,7 @@ async def interruptible(
     previous = {signum: signal.getsignal(signum) for signum in signals}
     for signum in signals:
         loop.add_signal_handler(signum, handle, signum)
-    _unblock(signals)  # held back by run_interruptible until now: delivered here
+    _unblock(unblock)  # held back by run_interruptible until now: delivered here
     try:
         code = await task
     except asyncio.CancelledError:
@@ -81,27 +85,31 @@ def run_interruptible(
     loop handles them, such a signal arrives a moment later, as one the
     command was running for. The command is made inside the block too.
     """
-    with _blocked(signals):
-        return asyncio.run(interruptible(command(), signals=signals, on_signal=on_signal))
+    with _blocked(signals) as blocked:
+        return asyncio.run(
+            interruptible(command(), signals=signals, on_signal=on_signal, unblock=blocked)
+        )
 
 
 @contextlib.contextmanager
-def _blocked(signals: Sequence[int]) -> Iterator[None]:
+def _blocked(signals: Sequence[int]) -> Iterator[frozenset[int]]:
+    """Block ``signals``; yields those it blocked (not those blocked already:
+    a mask inherited from the parent stays as it was)."""
     block = getattr(signal, "pthread_sigmask", None)
     if block is None:  # Windows: nothing to hold back with
-        yield
+        yield frozenset()
         return
-    block(signal.SIG_BLOCK, signals)
+    blocked = frozenset(signals) - block(signal.SIG_BLOCK, signals)
     try:
-        yield
+        yield blocked
     finally:
         # Unblocked already once the loop's handlers were in (see interruptible);
         # this covers a failure before that. A signal still pending arrives
         # here, as KeyboardInterrupt (or the caller's SIGTERM handler).
-        block(signal.SIG_UNBLOCK, signals)
+        block(signal.SIG_UNBLOCK, blocked)
 
 
-def _unblock(signals: Sequence[int]) -> None:
+def _unblock(signals: Collection[int]) -> None:
     unblock = getattr(signal, "pthread_sigmask", None)
-    if unblock is not None:
+    if unblock is not None and signals:
         unblock(signal.SIG_UNBLOCK, signals)

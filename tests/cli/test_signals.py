@@ -176,3 +176,42 @@ async def test_a_signal_before_the_loop_is_up_ends_the_command_quietly(
         if signum == signal.SIGINT
         else "redlock-async: stopped by SIGTERM"
     )
+
+
+# A process started with SIGTERM blocked (a parent's mask is inherited across
+# exec) runs a command through run_interruptible, then reports the mask.
+_INHERITED_MASK = """
+import signal
+from redlock_async._cli._interrupt import run_interruptible
+
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # as inherited
+during = []
+
+async def command() -> int:
+    during.append(signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+    return 0
+
+run_interruptible(command, signals=(signal.SIGINT, signal.SIGTERM))
+after = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+print(during[0], signal.SIGTERM in after, signal.SIGINT in after)
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="no signal masks")
+async def test_run_interruptible_leaves_the_signal_mask_as_it_found_it() -> None:
+    # run_interruptible blocks its signals until the loop's handlers are in,
+    # then unblocks them (SIG_UNBLOCK): a signal the caller had blocked came
+    # out unblocked too, during the command and after it.
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _INHERITED_MASK,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=cli_env(),
+    )
+    code, out, err = await finish(process)
+    assert code == 0, err
+    # Still blocked while the command ran and once it returned; SIGINT,
+    # unblocked before, is unblocked after.
+    assert out.split() == ["True", "True", "False"]
