@@ -13,6 +13,9 @@ from ._output import error
 
 __all__ = ["interruptible", "run_interruptible", "say_interrupted"]
 
+# Blocks and unblocks signals; None where the platform has no such call (Windows).
+_SIGMASK = getattr(signal, "pthread_sigmask", None)
+
 
 def say_interrupted(signum: int) -> int:
     """Say on stderr that signal ``signum`` ended the command; its exit code (128 + N)."""
@@ -95,21 +98,19 @@ def run_interruptible(
 def _blocked(signals: Sequence[int]) -> Iterator[frozenset[int]]:
     """Block ``signals``; yields those it blocked (not those blocked already:
     a mask inherited from the parent stays as it was)."""
-    block = getattr(signal, "pthread_sigmask", None)
-    if block is None:  # Windows: nothing to hold back with
+    if _SIGMASK is None:  # nothing to hold back with
         yield frozenset()
         return
-    blocked = frozenset(signals) - block(signal.SIG_BLOCK, signals)
+    blocked = frozenset(signals) - _SIGMASK(signal.SIG_BLOCK, signals)
     try:
         yield blocked
     finally:
         # Unblocked already once the loop's handlers were in (see interruptible);
         # this covers a failure before that. A signal still pending arrives
         # here, as KeyboardInterrupt (or the caller's SIGTERM handler).
-        block(signal.SIG_UNBLOCK, blocked)
+        _unblock(blocked)
 
 
 def _unblock(signals: Collection[int]) -> None:
-    unblock = getattr(signal, "pthread_sigmask", None)
-    if unblock is not None and signals:
-        unblock(signal.SIG_UNBLOCK, signals)
+    if _SIGMASK is not None and signals:
+        _SIGMASK(signal.SIG_UNBLOCK, signals)

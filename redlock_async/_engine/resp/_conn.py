@@ -145,12 +145,8 @@ class Conn(asyncio.Protocol):
             # now, not when the commands were queued - our own loop may have
             # stalled in between, and that is not the node's fault.
             self.busy_since = self.loop.time()
-        if len(out) == 1:
-            self.alone = True
-            transport.write(out[0])
-        else:
-            self.alone = False
-            transport.write(b"".join(out))
+        alone = self.alone = len(out) == 1
+        transport.write(out[0] if alone else b"".join(out))
         out.clear()
 
     def _write_held(self, out: list[bytes], held: deque[bytes], on_wire: int) -> None:

@@ -78,8 +78,9 @@ class _Fallback:
 def _run_all(nodes: Sequence[RespNode], command: Command, sink: Sink) -> None:
     """``RespNode.run`` on every node, in one call: the hot path of every fan-out.
 
-    The per-node work is inlined here (no call per node): at 50 tasks on
-    5 nodes this loop body runs a quarter of a million times a second.
+    The per-node work under load is inlined here (no call per node): at 50
+    tasks on 5 nodes this loop body runs a quarter of a million times a
+    second, and finds the connection busy.
     """
     payload = command.packed
     if payload is None:
@@ -92,14 +93,11 @@ def _run_all(nodes: Sequence[RespNode], command: Command, sink: Sink) -> None:
     for node in nodes:
         conn = node._conn
         if conn is not None:
-            # Conn.send, inlined.
             pending = conn.pending
-            if not pending and conn.alone and (transport := conn.transport) is not None:
-                # Idle: nothing to coalesce with, written now (see Conn.send).
-                pending.append(sink)
-                conn.busy_since = conn.loop.time()
-                transport.write(payload)
+            if not pending:
+                conn.send(payload, sink)  # idle: whether it goes at once is send's call
                 continue
+            # Conn.send on a busy connection, inlined: queued for the pass's write.
             pending.append(sink)
             out = conn.out
             if not out:
