@@ -29,7 +29,17 @@ from collections.abc import Mapping
 from .._base._config import LockOptions
 from .._base._errors import NodeError
 from .._base._timing import fair_heartbeat, retry_delay, ttl_ms, validity
-from .._engine import Admission, Command, Engine, Subscription, Tally, is_yes, vote_limit
+from .._engine import (
+    Admission,
+    Command,
+    Engine,
+    Subscription,
+    Tally,
+    WakeHub,
+    is_yes,
+    vote_limit,
+    when_done,
+)
 from ._commands import Commands, FairEntry
 from ._grant import Grant
 from ._outage import Outage
@@ -129,6 +139,10 @@ async def acquire(
         and wake.queued(commands.waiting())
     )  # fmt: skip
     errors: NodeErrors | None = None
+    # Through a pool of connections (redis-py) a command may overtake one
+    # sent before it: the next attempt goes to a node only once the undo of
+    # the last one has run there, or it could be refused by its own leftover.
+    behind: Tally | None = None
     try:
         while True:
             if queued:
@@ -180,7 +194,11 @@ async def acquire(
                 ):
                     return _unadmitted(engine, admission, failures)
                 started = engine.clock()
-                tally = last = engine.fanout(command)
+                if behind is None:
+                    tally = last = engine.fanout(command)
+                else:
+                    tally = last = engine.fanout(command, after=behind)
+                    tally.after = behind = None  # no chain of attempts kept alive
                 # At the deadline, an attempt still undecided is abandoned (and
                 # undone below, like any failed one): a node slow to vote must
                 # not hold the caller past its timeout.
@@ -198,7 +216,9 @@ async def acquire(
                         ok = fencing is not None
                 except asyncio.CancelledError:
                     tally.abandon()
-                    engine.undo(tally, commands.release(token, False))
+                    undo = engine.undo(tally, commands.release(token, False))
+                    if undo is not None and wake is not None:
+                        _wake_after(wake, undo, commands, None)
                     raise
                 finally:
                     admission.leave()
@@ -217,9 +237,15 @@ async def acquire(
                         grant = Grant(token, ttl, now + left, tally, fencing, now)
                         return grant, {}, failures
                 errors = errors if errors is not None else tally.errors()
-                engine.undo(tally, commands.release(token, False))
                 if failures is None:
                     failures = Failures()
+                    if subscription is not None:
+                        subscription.caller = failures
+                behind = engine.undo(tally, commands.release(token, False))
+                if behind is not None and wake is not None:
+                    # Its leftovers may refuse this lock's other waiters here
+                    # until it has run: they are woken then (WakeHub.undone).
+                    _wake_after(wake, behind, commands, failures)
                 if failures.add(tally) == max_attempts:
                     return None, errors, failures
 
@@ -250,6 +276,7 @@ async def acquire(
                         if wait > 0:
                             # The line of this lock (never of another sharing a name).
                             subscription = await engine.wake.subscribe(commands.waiting(), wait)
+                            subscription.caller = failures
                             if subscription.active:
                                 # First in line: try once more at once, since a
                                 # release before the subscription would be missed.
@@ -295,6 +322,13 @@ async def acquire(
         if stateful or fair is not None:
             for cleanup in commands.attempts_over(last, grant is not None, fair):
                 engine.fanout(cleanup, after=last)
+
+
+def _wake_after(wake: WakeHub, undo: Tally, commands: Commands, caller: Failures | None) -> None:
+    """Once ``undo`` has run on every node, the waiters of its lock here that
+    its leftovers may have refused attempt again (``WakeHub.undone``)."""
+    waiting = commands.waiting()
+    when_done(undo, lambda: wake.undone(waiting, caller))
 
 
 def _unadmitted(engine: Engine, admission: Admission, failures: Failures | None) -> Outcome:

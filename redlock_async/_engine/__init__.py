@@ -37,8 +37,8 @@ from ._node import (
 )
 from ._restarts import TtlLedger
 from ._settled import Settled, settled
-from ._tally import Tally, is_yes, quorum_of, vote_limit
-from ._wake import Subscription, Waiting
+from ._tally import Tally, is_yes, quorum_of, vote_limit, when_done
+from ._wake import Subscription, Waiting, WakeHub
 
 __all__ = [
     "CENSUS",
@@ -59,9 +59,11 @@ __all__ = [
     "TtlLedger",
     "Unsent",
     "Waiting",
+    "WakeHub",
     "is_yes",
     "quorum_of",
     "settled",
     "stall_limit",
     "vote_limit",
+    "when_done",
 ]

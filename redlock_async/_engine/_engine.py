@@ -176,13 +176,15 @@ class Engine:
         for listener in self.on_rehome:
             listener()
 
-    def undo(self, tally: Tally | Settled, release: Command, until: float = 0.0) -> None:
+    def undo(self, tally: Tally | Settled, release: Command, until: float = 0.0) -> Tally | None:
         """Run ``release`` wherever ``tally``'s command may have taken effect.
 
         That is every node that said yes, failed (a broken connection may still
         have run the command) or has not answered yet; the release is ordered
         after the pending command. Nobody awaits it: it must run even when the
         caller was cancelled, and its outcome changes nothing for the caller.
+        Returns its tally (None: nothing to undo), for whoever must know when
+        it has run.
         """
         targets = [
             index
@@ -195,3 +197,5 @@ class Engine:
             # Until when a key it left can still be there (never more than
             # the longest ttl granted from now): resend where connections fail.
             cleanup.resend_until = until or time.monotonic() + self.ttls.longest
+            return cleanup
+        return None

@@ -365,3 +365,21 @@ def _timed_out(tally: Tally, index: int) -> NodeTimeoutError:
             f"commands (a backlog; node_timeout={node_timeout}s)"
         )
     return NodeTimeoutError(f"{name}: no reply within node_timeout={node_timeout}s")
+
+
+def when_done(tally: Tally, then: Callable[[], None]) -> None:
+    """Run ``then()`` once every node has answered ``tally`` (or failed); now if all have."""
+    left = tally.missing
+
+    def one(_: Reply) -> None:
+        nonlocal left
+        left -= 1
+        if not left:
+            then()
+
+    if not left:
+        then()
+        return
+    for index, reply in enumerate(tally.replies):
+        if reply is PENDING:
+            tally.when_settled(index, one)

@@ -68,6 +68,7 @@ class Subscription:
         "_owner",
         "active",
         "armed",
+        "caller",
         "channels",
         "event",
         "hint",
@@ -92,6 +93,9 @@ class Subscription:
         self.prev: Subscription | None = None
         self.next: Subscription | None = None
         self.line: Line | None = None
+        # Its acquire() call, once an attempt failed (its Failures): undos of
+        # that call's own attempts never wake it (WakeHub.undone).
+        self.caller: object | None = None
 
     def wake(self, hint: bytes | None = None) -> None:
         """Attempt now (a release was announced, the waiter ahead gave up, closing)."""

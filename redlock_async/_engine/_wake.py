@@ -231,6 +231,36 @@ class WakeHub:
             for sub in queue.actives():
                 sub.wake(token)
 
+    def undone(self, waiting: Waiting, caller: object | None) -> None:
+        """A failed attempt of this process at the lock ``waiting`` names has
+        been undone on every node: its waiters here that it may have refused
+        attempt again.
+
+        Until it has run, what the attempt left on a node refuses other
+        attempts. Nobody announces an undo (a release of nothing: every
+        process's waiters would wake on every failed attempt), so without this
+        a split vote inside one process - its tasks' first attempts, all at
+        once - left the waiter first in line refused by the others' leftovers,
+        waiting its retry delay for a lock that nobody held. Woken: the active
+        waiters of that same lock here, but not ``caller``'s own (the acquire
+        call that failed: its next attempt is ordered after the undo, see
+        ``_acquire.py``), nor readers by a reader's (they never refuse each
+        other). So no two waiters can wake each other in turn for as long as
+        a holder keeps part of the nodes. Another process's split votes still
+        cost its waiters a retry delay (with jitter: Redlock's way to pull
+        contenders apart).
+        """
+        chan = self._channels.get(waiting.channels[0])
+        queue = None if chan is None else chan.lines.get(waiting.line)
+        if queue is None:
+            return  # nobody of this process waits for that lock
+        for sub in queue.actives():
+            if (caller is not None and sub.caller is caller) or (waiting.shared and sub.shared):
+                continue
+            # Its hint stays: an echo of the release that woke it last still
+            # wakes it again after this attempt.
+            sub.wake(sub.hint)
+
     def leave(self, subscription: Subscription, granted: bool) -> None:
         """``subscription`` leaves its line: its turn passes on (see ``Line.leave``)."""
         queue = subscription.line

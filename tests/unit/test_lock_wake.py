@@ -28,7 +28,7 @@ from redlock_async._core._scripts import (
 )
 from redlock_async._engine._wake import WakeHub
 
-from ._scripted import Cluster, Late, Rule, Sent, run
+from ._scripted import Answer, Cluster, Late, Rule, Sent, run
 from .test_wake_queue import make_hub
 
 
@@ -95,13 +95,38 @@ class Store:
         return self.acquire(sent)
 
 
+class LateFirst:
+    """A node's rule, but its first answer comes ``after`` seconds late."""
+
+    def __init__(self, rule: Rule, after: float) -> None:
+        self.rule = rule
+        self.after = after
+        self.answered = 0
+
+    def __call__(self, sent: Sent) -> Answer:
+        answer = self.rule(sent) if callable(self.rule) else self.rule
+        self.answered += 1
+        if self.answered == 1 and not isinstance(answer, Late):
+            return Late(answer, self.after)  # type: ignore[arg-type]
+        return answer
+
+
 def wake_cluster(node_timeout: float = 0.05, latency: float = 0.0) -> Cluster:
     """A cluster whose nodes keep state and announce releases; wake-ups on.
 
     ``latency``: every reply and announcement arrives that much after the
     command was sent (the node's state changes at once, in arrival order).
     """
-    c = Cluster(retry_delay=60.0, retry_jitter=0.0, node_timeout=node_timeout)
+    return stored_cluster(node_timeout, latency)[0]
+
+
+def stored_cluster(
+    node_timeout: float = 0.05, latency: float = 0.0, *, ordered: bool = True
+) -> tuple[Cluster, list[Store]]:
+    """``wake_cluster``, and each node's store (to set keys behind the client's back);
+    ``ordered=False``: nodes reached through a pool of connections (redis-py),
+    where a command can overtake one sent before it."""
+    c = Cluster(retry_delay=60.0, retry_jitter=0.0, node_timeout=node_timeout, ordered=ordered)
     hub, _ = make_hub(len(c.nodes))
     c.engine.wake = hub
     stores = [Store(hub) for _ in c.nodes]
@@ -123,7 +148,7 @@ def wake_cluster(node_timeout: float = 0.05, latency: float = 0.0) -> Cluster:
     c.script(READ_ACQUIRE.name, *each(lambda s: s.read_acquire))
     c.script(READ_RELEASE.name, *each(lambda s: s.read_release))
     c.script(WRITE_ACQUIRE.name, *each(lambda s: s.write_acquire))
-    return c
+    return c, stores
 
 
 async def take_and_release(lock: Lock, log: list[tuple[str, float]], tag: str = "") -> None:
@@ -395,3 +420,85 @@ def test_a_waiter_waiting_its_turn_still_gives_up_at_its_timeout() -> None:
     assert run(main(), c.clock) == start + 2.1
     # Behind the first waiter it made no attempt but its first one.
     assert attempts_on_n0(c, ACQUIRE.name) == 1 + 2 + 1
+
+
+def test_a_waiter_refused_by_its_process_s_leftovers_attempts_once_they_are_undone() -> None:
+    """Two tasks' first attempts collide, through pools of connections
+    (redis-py), where a command can overtake another. ``late`` is written to
+    every node first, but its replies come after 1 s: its votes time out at
+    node_timeout, and its undo, written once they came, runs at 1 s.
+    ``early``, refused by its keys, tries once more once subscribed and is
+    refused again. Nobody announces an undo, so before this ``early``, first
+    in line, waited its 60 s retry delay for a lock that nobody held (seen:
+    8 tasks' first attempts, ``test_wake.py``): it is now woken once the
+    undo has run on every node."""
+    c, _ = stored_cluster(node_timeout=0.05, ordered=False)
+    for node in c.nodes:  # the first acquire each node gets (late's) answers after 1 s
+        node.rules[ACQUIRE.name] = LateFirst(node.rules[ACQUIRE.name], 1.0)
+
+    async def main() -> list[tuple[str, float]]:
+        log: list[tuple[str, float]] = []
+        late = asyncio.ensure_future(take_and_release(c.lock(auto_extend=False), log, "late"))
+        early = asyncio.ensure_future(take_and_release(c.lock(auto_extend=False), log, "early"))
+        await asyncio.gather(late, early)
+        return log
+
+    start = c.clock()
+    # The undo's replies come after the late ones, in order: at 1 s. Then
+    # early is granted, and its release wakes late, now first in line.
+    assert run(main(), c.clock) == [("early", start + 1.0), ("late", start + 1.0)]
+
+
+def test_a_waiter_s_own_undos_do_not_wake_it_while_a_holder_keeps_most_nodes() -> None:
+    """A holder keeps two nodes of three; the third is free. Each attempt of
+    the waiter is granted there, refused overall and undone: were its own
+    undos to wake it, it would attempt every round trip for as long as the
+    grant lasts. It attempts twice (its first, and once more once
+    subscribed), then waits for the release."""
+    c, stores = stored_cluster(node_timeout=0.05, latency=0.001)
+    key = c.keys().lock
+
+    async def main() -> tuple[float, int]:
+        for store in stores[:2]:
+            store.strings[key] = b"a holder elsewhere"
+        waiter = asyncio.ensure_future(c.lock(auto_extend=False).acquire(timeout=None))
+        await asyncio.sleep(10.0)
+        attempts = attempts_on_n0(c, ACQUIRE.name)
+        for store in stores[:2]:  # the holder's release, as the nodes announce it
+            store.release(Sent(RELEASE.name, (key, c.keys().wake), (b"a holder elsewhere",), 0.0))
+        assert await waiter
+        return asyncio.get_running_loop().time(), attempts
+
+    start = c.clock()
+    granted_at, attempts = run(main(), c.clock)
+    assert attempts == 2
+    assert granted_at < start + 10.1  # woken by the release, not at its retry delay
+
+
+def test_a_waiter_s_next_attempt_through_a_pool_follows_its_own_undo() -> None:
+    """Through a pool of connections (redis-py) a command may overtake one
+    written before it. The first attempt is granted everywhere but too late
+    to be valid for ``min_validity``, so it is undone; its undo takes 10 ms
+    to run. The attempt right after (once subscribed) goes to each node only
+    once the undo has run there: otherwise it would be refused by the
+    waiter's own keys, and - its own undos never wake it - wait its 60 s
+    retry delay for a lock that nobody holds."""
+    c, stores = stored_cluster(node_timeout=0.1, ordered=False)
+    for node, store in zip(c.nodes, stores, strict=True):
+        node.rules[ACQUIRE.name] = LateFirst(node.rules[ACQUIRE.name], 0.05)
+
+        def release(sent: Sent, store: Store = store) -> Late:
+            asyncio.get_running_loop().call_later(0.01, store.release, sent)
+            return Late(1, 0.01)
+
+        node.rules[RELEASE.name] = release
+
+    async def main() -> float:
+        lock = c.lock(ttl=1.0, min_validity=0.96, auto_extend=False)
+        assert await lock.acquire(timeout=None)
+        return asyncio.get_running_loop().time()
+
+    start = c.clock()
+    # The first attempt decided at 50 ms (valid for 0.94 s: refused), its
+    # undo run at 60 ms, the next attempt granted then.
+    assert run(main(), c.clock) == pytest.approx(start + 0.06)
