@@ -68,7 +68,15 @@ async def test_later_connections_resolve_the_name_again(
         monkeypatch.setattr(address, "RESOLVED_FOR", 0.0)
         for node in redis_nodes:
             node.reset_connections()
-        with pytest.raises(LockNotAcquired) as raised:
-            async with redlock.lock("job", ttl=5.0, timeout=0.5):
-                pass
-        assert all("cannot connect" in str(error) for error in raised.value.errors.values())
+        # A call that writes before the client has seen the resets fails with
+        # "connection lost" instead (seen under load): the calls after it find
+        # no connection, make one, and must resolve the name to do so. Were the
+        # name still resolved, they would connect, and be granted.
+        for _ in range(5):
+            with pytest.raises(LockNotAcquired) as raised:
+                async with redlock.lock("job", ttl=5.0, timeout=0.5):
+                    pass
+            errors = [str(error) for error in raised.value.errors.values()]
+            if all("cannot connect" in error for error in errors):
+                break
+        assert all("cannot connect" in error for error in errors), errors
