@@ -143,6 +143,11 @@ async def acquire(
     # sent before it: the next attempt goes to a node only once the undo of
     # the last one has run there, or it could be refused by its own leftover.
     behind: Tally | None = None
+    # Refused, but granted on some node: maybe a split vote, the lock free
+    # once every contender's undo has run - announced by nobody. One retry
+    # comes a jittered node_timeout later (not a retry delay), then no more
+    # until a wake-up or a full delay (``quick``: that retry is under way).
+    split = quick = False
     try:
         while True:
             if queued:
@@ -248,6 +253,7 @@ async def acquire(
                     _wake_after(wake, behind, commands, failures)
                 if failures.add(tally) == max_attempts:
                     return None, errors, failures
+                split = not quick and tally.yes > 0
 
                 # Refused: what next.
                 if engine.closing:
@@ -306,9 +312,18 @@ async def acquire(
                 delay = min(delay, rest)
                 idle = rest if idle is None else min(idle, rest)
             if subscription is not None:
+                quick = split and subscription.active
+                if quick:
+                    # Another process's contenders are undone unannounced: the
+                    # next attempt comes once they have been (their votes are
+                    # decided within node_timeout), with jitter to pull them
+                    # apart, not a retry delay later. A holder keeping part of
+                    # the nodes costs one such retry per wake-up or delay.
+                    delay = min(delay, config.node_timeout * (0.5 + engine.rng.random()))
                 # In turn: early on a release (a hint only), else after the
                 # delay. Not yet: until its turn comes (or idle passes).
-                await subscription.wait(delay, idle)
+                if await subscription.wait(delay, idle):
+                    quick = False  # woken: a new turn, a quick retry allowed again
             else:
                 await asyncio.sleep(delay)
             if deadline is not None and engine.clock() >= deadline - _EARLY:

@@ -453,8 +453,9 @@ def test_a_waiter_s_own_undos_do_not_wake_it_while_a_holder_keeps_most_nodes() -
     """A holder keeps two nodes of three; the third is free. Each attempt of
     the waiter is granted there, refused overall and undone: were its own
     undos to wake it, it would attempt every round trip for as long as the
-    grant lasts. It attempts twice (its first, and once more once
-    subscribed), then waits for the release."""
+    grant lasts. It attempts three times (its first, once more once
+    subscribed, and once a node_timeout later: a split vote's contenders
+    would be undone by then), then waits for the release."""
     c, stores = stored_cluster(node_timeout=0.05, latency=0.001)
     key = c.keys().lock
 
@@ -471,7 +472,7 @@ def test_a_waiter_s_own_undos_do_not_wake_it_while_a_holder_keeps_most_nodes() -
 
     start = c.clock()
     granted_at, attempts = run(main(), c.clock)
-    assert attempts == 2
+    assert attempts == 3
     assert granted_at < start + 10.1  # woken by the release, not at its retry delay
 
 
@@ -502,3 +503,25 @@ def test_a_waiter_s_next_attempt_through_a_pool_follows_its_own_undo() -> None:
     # The first attempt decided at 50 ms (valid for 0.94 s: refused), its
     # undo run at 60 ms, the next attempt granted then.
     assert run(main(), c.clock) == pytest.approx(start + 0.06)
+
+
+def test_a_split_vote_with_other_processes_is_retried_within_a_node_timeout() -> None:
+    """Three processes' attempts split the votes: this one is granted on n0,
+    the two others on n1 and n2, and all three are refused. The others' undos
+    run 10 ms later, announced by nobody (other processes: no wake-up here).
+    The waiter, granted somewhere, retries a jittered node_timeout later
+    instead of its 60 s retry delay, and is granted."""
+    c, stores = stored_cluster(node_timeout=0.05)
+    key = c.keys().lock
+
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        for store, token in ((stores[1], b"process 2"), (stores[2], b"process 3")):
+            store.strings[key] = token
+            loop.call_later(0.01, store.strings.pop, key)  # its undo
+        assert await c.lock(auto_extend=False).acquire(timeout=None)
+        return loop.time()
+
+    start = c.clock()
+    granted_at = run(main(), c.clock)
+    assert start + 0.025 <= granted_at < start + 0.075  # 0.5-1.5 node_timeouts
