@@ -275,8 +275,11 @@ async def acquire(
                             wait = min(wait, deadline - engine.clock())
                         if wait > 0:
                             # The line of this lock (never of another sharing a name).
-                            subscription = await engine.wake.subscribe(commands.waiting(), wait)
-                            subscription.caller = failures
+                            # Its caller given at once: the undo of its attempt
+                            # may run while the nodes confirm (WakeHub.undone).
+                            subscription = await engine.wake.subscribe(
+                                commands.waiting(), wait, failures
+                            )
                             if subscription.active:
                                 # First in line: try once more at once, since a
                                 # release before the subscription would be missed.
