@@ -42,7 +42,7 @@ from .._engine import (
 )
 from ._commands import Commands, FairEntry
 from ._grant import Grant
-from ._outage import Outage
+from ._outage import Outage, answers
 from ._scripts import FENCE_RAISE
 
 __all__ = ["Failures", "Outcome", "acquire"]
@@ -139,14 +139,11 @@ async def acquire(
         and wake.queued(commands.waiting())
     )  # fmt: skip
     errors: NodeErrors | None = None
-    # Through a pool of connections (redis-py) a command may overtake one
-    # sent before it: the next attempt goes to a node only once the undo of
-    # the last one has run there, or it could be refused by its own leftover.
+    # The last attempt's undo: the next attempt follows it on each node, or
+    # its own leftover could refuse it (a pool may reorder commands).
     behind: Tally | None = None
-    # Refused, but granted on some node: maybe a split vote, the lock free
-    # once every contender's undo has run - announced by nobody. One retry
-    # comes a jittered node_timeout later (not a retry delay), then no more
-    # until a wake-up or a full delay (``quick``: that retry is under way).
+    # Refused but granted somewhere: maybe a split vote, undone unannounced.
+    # One retry a jittered node_timeout later (``quick``), not a retry delay.
     split = quick = False
     try:
         while True:
@@ -253,7 +250,9 @@ async def acquire(
                     _wake_after(wake, behind, commands, failures)
                 if failures.add(tally) == max_attempts:
                     return None, errors, failures
-                split = not quick and tally.yes > 0
+                # A yes may be among the votes still coming (refused at once on
+                # a quorum of noes): known before the wait (below).
+                split = not quick and (tally.yes > 0 or tally.missing > 0)
 
                 # Refused: what next.
                 if engine.closing:
@@ -281,8 +280,11 @@ async def acquire(
                             wait = min(wait, deadline - engine.clock())
                         if wait > 0:
                             # The line of this lock (never of another sharing a name).
-                            subscription = await engine.wake.subscribe(commands.waiting(), wait)
-                            subscription.caller = failures
+                            # Its caller given at once: the undo of its attempt
+                            # may run while the nodes confirm (WakeHub.undone).
+                            subscription = await engine.wake.subscribe(
+                                commands.waiting(), wait, failures
+                            )
                             if subscription.active:
                                 # First in line: try once more at once, since a
                                 # release before the subscription would be missed.
@@ -313,12 +315,13 @@ async def acquire(
                 idle = rest if idle is None else min(idle, rest)
             if subscription is not None:
                 quick = split and subscription.active
+                if quick and last is not None and not last.yes:
+                    await answers(last, min(config.node_timeout, delay))
+                    quick = last.yes > 0
                 if quick:
-                    # Another process's contenders are undone unannounced: the
-                    # next attempt comes once they have been (their votes are
-                    # decided within node_timeout), with jitter to pull them
-                    # apart, not a retry delay later. A holder keeping part of
-                    # the nodes costs one such retry per wake-up or delay.
+                    # Contenders' votes are decided within node_timeout, then
+                    # undone; the jitter pulls them apart. Once per wake-up or
+                    # delay: a holder keeping part of the nodes costs one more.
                     delay = min(delay, config.node_timeout * (0.5 + engine.rng.random()))
                 # In turn: early on a release (a hint only), else after the
                 # delay. Not yet: until its turn comes (or idle passes).

@@ -119,8 +119,10 @@ class Quorum:
 
         With ``after``, a node whose reply to that earlier fan-out is still
         pending gets this command only once it has answered - unless the node
-        runs commands in order anyway. That keeps a release from overtaking
-        the acquire it undoes. ``tally``: one made by :meth:`hold`, sent now.
+        runs commands in order anyway and that fan-out was sent (not a cleanup
+        still queued, :meth:`hold`). That keeps a release from overtaking the
+        acquire it undoes, and an attempt from overtaking the undo of the same
+        caller's last one. ``tally``: one made by :meth:`hold`, sent now.
         """
         # running_loop(), inlined. A BaseEventLoop whose _thread_id is this
         # thread's is running here, and only one loop can run in a thread at
@@ -137,17 +139,12 @@ class Quorum:
             tally.deadline = self._now() + self.node_timeout
         if after is not None:
             tally.after = after  # before any send: a node may fail the command at once
-        if only is None and (after is None or self._ordered or not after.missing):
+        if only is None and (
+            after is None or not after.missing or (self._ordered and not _held(after))
+        ):
             self._run_all(self.nodes, command, tally)  # the hot path: every node, now
         else:
-            targets = None if only is None else set(only)
-            for index, node in enumerate(self.nodes):
-                if targets is not None and index not in targets:
-                    tally.settle(index, SKIPPED)
-                elif after is not None and not node.ordered and after.replies[index] is PENDING:
-                    after.when_settled(index, _deferred(node, command, tally))
-                else:
-                    node.run(command, tally)
+            _run_after(self.nodes, command, tally, after, only)
         if tally.missing:
             due = tally.due = self._due
             due[tally] = None
@@ -159,7 +156,7 @@ class Quorum:
     def hold(self, command: Command) -> Tally:
         """A tally for ``command``, not sent yet: :meth:`fanout` sends it later."""
         self.running_loop()  # binds the loop: the tally's future is made on it
-        return Tally(self, command, self._new_future(), float("inf"))
+        return Tally(self, command, self._new_future(), _HELD)
 
     def running_loop(self) -> asyncio.AbstractEventLoop:
         """The running event loop, as ``asyncio.get_running_loop()``, minus its syscall."""
@@ -313,6 +310,37 @@ def _forget_loops() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_loops)
+
+
+# The deadline of a tally made by Quorum.hold: not sent yet, no vote can time out.
+_HELD = float("inf")
+
+
+def _held(after: Tally | Settled) -> bool:
+    """Whether ``after`` is a cleanup still queued (``Quorum.hold``): written to no node yet."""
+    return isinstance(after, Tally) and after.deadline == _HELD
+
+
+def _run_after(
+    nodes: Sequence[Node],
+    command: Command,
+    tally: Tally,
+    after: Tally | Settled | None,
+    only: Iterable[int] | None,
+) -> None:
+    """``Quorum.fanout`` off its hot path: ``command`` to the nodes in ``only``
+    (None: every node). A node whose reply to ``after`` is pending gets it once
+    it has answered if the node may run commands out of order, or if ``after``
+    is a cleanup still queued (``Quorum.hold``), written to no node yet."""
+    held = after is not None and _held(after)
+    targets = None if only is None else set(only)
+    for index, node in enumerate(nodes):
+        if targets is not None and index not in targets:
+            tally.settle(index, SKIPPED)
+        elif after is not None and (held or not node.ordered) and after.replies[index] is PENDING:
+            after.when_settled(index, _deferred(node, command, tally))
+        else:
+            node.run(command, tally)
 
 
 def _deferred(node: Node, command: Command, tally: Tally) -> Callable[[Reply], None]:

@@ -123,11 +123,16 @@ class WakeHub:
     def enabled(self) -> bool:
         return bool(self._subscribers)
 
-    async def subscribe(self, waiting: Waiting, timeout: float | None = None) -> Subscription:
+    async def subscribe(
+        self, waiting: Waiting, timeout: float | None = None, caller: object | None = None
+    ) -> Subscription:
         """Join the line ``waiting`` names, listening on its channels; returns
         once the nodes confirmed, or after ``timeout`` seconds (default:
         node_timeout) with the late nodes still subscribing. Whether the new
         waiter is active (makes attempts) is ``Subscription.active``.
+        ``caller``: its acquire call, if an attempt of it already failed
+        (``Subscription.caller``): set before it joins, since the undo of that
+        attempt may run while the nodes confirm, and must not wake it.
 
         Cancelled (or failing) while it waits, it leaves the channels again, so
         nothing stays subscribed for a waiter that is gone.
@@ -135,6 +140,7 @@ class WakeHub:
         if timeout is None:
             timeout = self.node_timeout
         subscription = Subscription(self, waiting)
+        subscription.caller = caller
         # Registered before any I/O: a node may confirm (and a release be
         # announced) before the others answer.
         channels, key = waiting.channels, waiting.line

@@ -19,6 +19,7 @@ from redis.crc import key_slot
 
 from redlock_async import Redlock
 from redlock_async._base._keys import lock_key
+from redlock_async._core._scripts import ACQUIRE
 from redlock_async.testing import AclUser, RedisClusterNodes, RedisNode, RedisNodes
 
 from ..conftest import MakeRedlock, eventually
@@ -304,6 +305,41 @@ async def test_tasks_taking_turns_on_one_name_cost_one_attempt_per_grant(
     # refused attempt and its undo in most grants.
     clean = 3 if driver == "redis-py" else 2
     assert per_grant < clean + 0.5, per_grant
+
+
+async def test_a_waiter_s_own_undos_never_wake_it(
+    make_redlock: MakeRedlock, redis_nodes: RedisNodes
+) -> None:
+    """A holder keeps two nodes of three; each attempt of the waiter is
+    granted on the third and undone. Its own undos wake nobody: it attempts
+    three times (its first, once more once subscribed, and once a
+    node_timeout later, as after a split vote), then waits. The undo of the
+    first ran while the nodes confirmed the subscription, and woke the
+    waiter for one more (its acquire call was set on the subscription only
+    once subscribed)."""
+    redlock = make_redlock(retry_delay=60.0, retry_jitter=0.0)
+    first = redlock.lock("job", ttl=10.0, auto_extend=False)
+    assert await first.acquire()  # the censuses and connections, before counting
+    await first.release()
+    for node in list(redis_nodes)[1:]:
+        node.client().set(lock_key("redlock:", "job"), b"a holder elsewhere", px=30_000)
+    engine = redlock._core
+    fanout = engine.fanout
+    attempts = 0
+
+    def counted(command: Any, **options: Any) -> Any:
+        nonlocal attempts
+        if command.script is ACQUIRE:
+            attempts += 1
+        return fanout(command, **options)
+
+    engine.fanout = counted
+    waiter = asyncio.ensure_future(redlock.lock("job", ttl=10.0).acquire(timeout=50.0))
+    assert await in_line(redlock, 1)
+    await asyncio.sleep(2.0)
+    assert not waiter.done()
+    waiter.cancel()
+    assert attempts == 3
 
 
 @pytest.mark.parametrize("how", ["timeout", "cancelled"])

@@ -19,6 +19,7 @@ from redlock_async import LockBusy
 from redlock_async._core._lock import Lock
 from redlock_async._core._scripts import (
     ACQUIRE,
+    EXTEND,
     FAIR_ACQUIRE,
     FAIR_LEAVE,
     READ_ACQUIRE,
@@ -26,10 +27,11 @@ from redlock_async._core._scripts import (
     RELEASE,
     WRITE_ACQUIRE,
 )
+from redlock_async._engine._node import Command
 from redlock_async._engine._wake import WakeHub
 
 from ._scripted import Answer, Cluster, Late, Rule, Sent, run
-from .test_wake_queue import make_hub
+from .test_wake_queue import FakeSubscriber, make_hub
 
 
 class Store:
@@ -525,3 +527,59 @@ def test_a_split_vote_with_other_processes_is_retried_within_a_node_timeout() ->
     start = c.clock()
     granted_at = run(main(), c.clock)
     assert start + 0.025 <= granted_at < start + 0.075  # 0.5-1.5 node_timeouts
+
+
+def test_a_waiter_s_own_undo_does_not_wake_it_while_the_nodes_confirm_its_subscription() -> None:
+    """As above, but the nodes take their time to confirm the subscription
+    (a pub/sub connection to open first: real nodes, both drivers): the undo
+    of the first attempt has run by then. It is the waiter's own, so it
+    wakes nobody - it woke the waiter for a fourth attempt (the acquire call
+    was known to its subscription only once subscribed)."""
+    c, stores = stored_cluster(node_timeout=0.05, latency=0.001)
+    key = c.keys().lock
+    hub = c.engine.wake
+    assert hub is not None
+    for subscriber in hub._subscribers:
+        assert isinstance(subscriber, FakeSubscriber)
+        subscriber.slow = True  # never confirmed: subscribe() waits node_timeout
+
+    async def main() -> int:
+        for store in stores[:2]:
+            store.strings[key] = b"a holder elsewhere"
+        waiter = asyncio.ensure_future(c.lock(auto_extend=False).acquire(timeout=None))
+        await asyncio.sleep(10.0)
+        waiter.cancel()
+        return attempts_on_n0(c, ACQUIRE.name)
+
+    assert run(main(), c.clock) == 3
+
+
+@pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "pool"])
+def test_a_waiter_s_next_attempt_follows_its_own_undo_queued_behind_other_cleanups(
+    ordered: bool,
+) -> None:
+    """More cleanups in flight than the engine lets out at once (here one
+    slot, taken until node_timeout): the undo of the first attempt waits in
+    the engine's queue, written to no node. The next attempt must still
+    follow it on every node - also on nodes that run commands in order (the
+    lean driver), where it went out at once, before its undo, was refused by
+    the waiter's own keys and - its own undos never wake it - waited its 60 s
+    retry delay for a lock that nobody held."""
+    c, _ = stored_cluster(node_timeout=0.1, ordered=ordered)
+    cleanups = c.engine.cleanups
+    cleanups.limit = cleanups.free = 1
+    for node in c.nodes:
+        node.rules[ACQUIRE.name] = LateFirst(node.rules[ACQUIRE.name], 0.07)
+
+    async def main() -> float:
+        # A cleanup no node answers (decided at node_timeout): the next ones queue.
+        c.engine.cleanup(Command(EXTEND, (b"another lock",), (b"tok", 1000)))
+        # The first attempt decided at 70 ms: valid for 0.93 s minus drift, refused.
+        lock = c.lock(ttl=1.0, min_validity=0.95, auto_extend=False)
+        assert await lock.acquire(timeout=None)
+        return asyncio.get_running_loop().time()
+
+    start = c.clock()
+    # The undo went out at 100 ms, once a slot was free; the next attempt
+    # right after it on each node, granted then.
+    assert run(main(), c.clock) == pytest.approx(start + 0.1)
