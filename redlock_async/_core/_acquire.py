@@ -42,7 +42,7 @@ from .._engine import (
 )
 from ._commands import Commands, FairEntry
 from ._grant import Grant
-from ._outage import Outage, answers
+from ._outage import Outage
 from ._scripts import FENCE_RAISE
 
 __all__ = ["Failures", "Outcome", "acquire"]
@@ -251,7 +251,7 @@ async def acquire(
                 if failures.add(tally) == max_attempts:
                     return None, errors, failures
                 # A yes may be among the votes still coming (refused at once on
-                # a quorum of noes): known before the wait (below).
+                # a quorum of noes): looked at once the quick retry is due (below).
                 split = not quick and (tally.yes > 0 or tally.missing > 0)
 
                 # Refused: what next.
@@ -314,18 +314,27 @@ async def acquire(
                 delay = min(delay, rest)
                 idle = rest if idle is None else min(idle, rest)
             if subscription is not None:
+                # In turn: early on a release (a hint only), else after the
+                # delay. Not yet: until its turn comes (or idle passes).
                 quick = split and subscription.active
-                if quick and last is not None and not last.yes:
-                    await answers(last, min(config.node_timeout, delay))
-                    quick = last.yes > 0
-                if quick:
+                if not quick:
+                    woken = await subscription.wait(delay, idle)
+                else:
                     # Contenders' votes are decided within node_timeout, then
                     # undone; the jitter pulls them apart. Once per wake-up or
                     # delay: a holder keeping part of the nodes costs one more.
-                    delay = min(delay, config.node_timeout * (0.5 + engine.rng.random()))
-                # In turn: early on a release (a hint only), else after the
-                # delay. Not yet: until its turn comes (or idle passes).
-                if await subscription.wait(delay, idle):
+                    began = engine.clock()
+                    short = min(delay, config.node_timeout * (0.5 + engine.rng.random()))
+                    woken = await subscription.wait(short, idle)
+                    if not woken and last is not None and not last.yes:
+                        # Refused with votes still coming, and none was a yes
+                        # by now: no split vote seen, the rest of the delay.
+                        # (Awaited before the wait, a silent node's vote held
+                        # back wake-ups and stretched the deadline.)
+                        quick = False
+                        remains = delay - (engine.clock() - began)
+                        woken = remains > 0 and await subscription.wait(remains, idle)
+                if woken:
                     quick = False  # woken: a new turn, a quick retry allowed again
             else:
                 await asyncio.sleep(delay)

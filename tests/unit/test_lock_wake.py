@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import pytest
 
-from redlock_async import LockBusy
+from redlock_async import LockBusy, NodeError
 from redlock_async._core._lock import Lock
 from redlock_async._core._scripts import (
     ACQUIRE,
@@ -30,7 +30,7 @@ from redlock_async._core._scripts import (
 from redlock_async._engine._node import Command
 from redlock_async._engine._wake import WakeHub
 
-from ._scripted import Answer, Cluster, Late, Rule, Sent, run
+from ._scripted import NEVER, Answer, Cluster, Late, Rule, Sent, run
 from .test_wake_queue import FakeSubscriber, make_hub
 
 
@@ -583,3 +583,98 @@ def test_a_waiter_s_next_attempt_follows_its_own_undo_queued_behind_other_cleanu
     # The undo went out at 100 ms, once a slot was free; the next attempt
     # right after it on each node, granted then.
     assert run(main(), c.clock) == pytest.approx(start + 0.1)
+
+
+def test_a_split_vote_s_yes_still_coming_when_refused_is_retried_within_a_node_timeout() -> None:
+    """As above, but two other processes hold n0 and n1 (undone 10 ms later),
+    so the waiter is refused at once, before its own yes on n2 has come (20
+    ms late): granted somewhere all the same, it retries a jittered
+    node_timeout later, and is granted."""
+    c, stores = stored_cluster(node_timeout=0.05)
+    key = c.keys().lock
+    rule = c.nodes[2].rules[ACQUIRE.name]
+    assert callable(rule)
+    c.nodes[2].rules[ACQUIRE.name] = lambda sent: Late(rule(sent), 0.02)  # type: ignore[arg-type]
+
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        for store, token in ((stores[0], b"process 2"), (stores[1], b"process 3")):
+            store.strings[key] = token
+            loop.call_later(0.01, store.strings.pop, key)  # its undo
+        assert await c.lock(auto_extend=False).acquire(timeout=None)
+        return loop.time()
+
+    start = c.clock()
+    granted_at = run(main(), c.clock)
+    assert start + 0.025 <= granted_at < start + 0.1  # 0.5-1.5 node_timeouts (and 20 ms)
+
+
+def silent_third(c: Cluster) -> None:
+    """n2 never answers an acquire: its vote times out at node_timeout, long
+    after two noes (or failures) have refused the attempt."""
+    c.nodes[2].rules[ACQUIRE.name] = NEVER
+
+
+def test_a_vote_still_coming_from_a_silent_node_does_not_hold_a_waiter_past_its_timeout() -> None:
+    """Held elsewhere on n0 and n1, n2 silent (node_timeout 0.5 s): each
+    attempt is refused at once, with n2's vote still to come. Whether it is
+    a yes is seen at the quick retry's time, within the wait: awaited before
+    the wait, it added up to node_timeout to a wait already cut at the
+    deadline (a timeout of 1 s returned after 1.5 s)."""
+    c, stores = stored_cluster(node_timeout=0.5)
+    key = c.keys().lock
+    silent_third(c)
+
+    async def main() -> tuple[bool, float]:
+        for store in stores[:2]:
+            store.strings[key] = b"a holder elsewhere"
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        granted = await c.lock(auto_extend=False).acquire(timeout=1.0)
+        return granted, loop.time() - start
+
+    granted, took = run(main(), c.clock)
+    assert not granted
+    assert took == pytest.approx(1.0)
+
+
+def test_a_vote_still_coming_from_a_silent_node_does_not_delay_a_wake_up() -> None:
+    """As above, no timeout: the holder releases at 100 ms. The waiter is
+    woken then and granted (n0 and n1), not once n2's vote has timed out."""
+    c, stores = stored_cluster(node_timeout=0.5)
+    key = c.keys().lock
+    silent_third(c)
+
+    async def main() -> float:
+        for store in stores[:2]:
+            store.strings[key] = b"a holder elsewhere"
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        waiter = asyncio.ensure_future(c.lock(auto_extend=False).acquire(timeout=None))
+        await asyncio.sleep(0.1)
+        for store in stores[:2]:  # the holder's release, as the nodes announce it
+            store.release(Sent(RELEASE.name, (key, c.keys().wake), (b"a holder elsewhere",), 0.0))
+        assert await waiter
+        return loop.time() - start
+
+    assert run(main(), c.clock) == pytest.approx(0.1)
+
+
+def test_a_vote_still_coming_from_a_silent_node_does_not_stretch_unavailable_timeout() -> None:
+    """n0 and n1 down (errors at once), n2 silent: no quorum answers. The
+    call gives up at its unavailable_timeout (1 s), not node_timeout later."""
+    c, _ = stored_cluster(node_timeout=0.5)
+    for node in c.nodes[:2]:
+        node.rules[ACQUIRE.name] = NodeError(f"{node.name}: connection refused")
+    silent_third(c)
+
+    async def main() -> tuple[bool, float]:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        lock = c.lock(auto_extend=False, unavailable_timeout=1.0)
+        granted = await lock.acquire(timeout=None)
+        return granted, loop.time() - start
+
+    granted, took = run(main(), c.clock)
+    assert not granted
+    assert took == pytest.approx(1.0)
