@@ -21,14 +21,12 @@ attempts, for their turn.
 from __future__ import annotations
 
 import asyncio
-import secrets
-import time
 from collections import deque
 from collections.abc import Mapping
 
 from .._base._config import LockOptions
 from .._base._errors import NodeError
-from .._base._timing import fair_heartbeat, retry_delay, ttl_ms, validity
+from .._base._timing import fair_heartbeat, retry_delay, validity
 from .._engine import (
     Admission,
     Command,
@@ -108,7 +106,7 @@ async def acquire(
         commands.attempts_begin()
     # timeout=0 is one attempt, as blocking=False: no deadline to cut it at.
     deadline = None if not limit else engine.clock() + limit
-    fair = _fair_entry(engine, commands) if options.fair else None
+    fair = FairEntry.new(commands.kind, engine.config.node_timeout) if options.fair else None
     subscription: Subscription | None = None
     last: Tally | None = None
     failures: Failures | None = None
@@ -375,12 +373,6 @@ def _unadmitted(engine: Engine, admission: Admission, failures: Failures | None)
         for node in engine.nodes
     }
     return None, errors, failures
-
-
-def _fair_entry(engine: Engine, commands: Commands) -> FairEntry:
-    waiter = commands.kind + secrets.token_hex(8).encode()
-    ticket = f"{time.time() * 1000:.3f}".encode()
-    return FairEntry(waiter, ticket, ttl_ms(fair_heartbeat(engine.config.node_timeout)))
 
 
 async def _fence(

@@ -9,11 +9,13 @@ states every member of the protocol, the neutral ones included).
 
 from __future__ import annotations
 
+import secrets
+import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from .._base._keys import KeyLayout, wake_channel
-from .._base._timing import ttl_ms
+from .._base._timing import fair_heartbeat, ttl_ms
 from .._engine import Command, Tally, Waiting
 from ._scripts import ACQUIRE, EXTEND, FAIR_ACQUIRE, FAIR_LEAVE, RELEASE
 
@@ -36,6 +38,13 @@ class FairEntry:
         self.waiter = waiter
         self.ticket = ticket
         self.heartbeat_ms = heartbeat_ms
+
+    @classmethod
+    def new(cls, kind: bytes, node_timeout: float) -> FairEntry:
+        """A new waiter of ``kind`` (``Commands.kind``), arriving now."""
+        waiter = kind + secrets.token_hex(8).encode()
+        ticket = f"{time.time() * 1000:.3f}".encode()
+        return cls(waiter, ticket, ttl_ms(fair_heartbeat(node_timeout)))
 
 
 class Commands(Protocol):
