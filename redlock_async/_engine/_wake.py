@@ -193,9 +193,13 @@ class WakeHub:
 
     def queued(self, waiting: Waiting) -> bool:
         """Whether waiters of this process already wait for the lock ``waiting`` names."""
-        chan = self._channels.get(waiting.channels[0])
-        queue = None if chan is None else chan.lines.get(waiting.line)
+        queue = self._line_of(waiting)
         return queue is not None and queue.head is not None
+
+    def _line_of(self, waiting: Waiting) -> Line | None:
+        """The line of the lock ``waiting`` names, if any waiter of this process is in it."""
+        chan = self._channels.get(waiting.channels[0])
+        return None if chan is None else chan.lines.get(waiting.line)
 
     def wanted(self, channel: bytes) -> bool:
         return channel in self._channels
@@ -252,12 +256,11 @@ class WakeHub:
         call that failed: its next attempt is ordered after the undo, see
         ``_acquire.py``), nor readers by a reader's (they never refuse each
         other). So no two waiters can wake each other in turn for as long as
-        a holder keeps part of the nodes. Another process's split votes still
-        cost its waiters a retry delay (with jitter: Redlock's way to pull
-        contenders apart).
+        a holder keeps part of the nodes. Another process's undos wake nobody
+        here: its split votes are retried a jittered node_timeout later
+        (``_acquire.py``).
         """
-        chan = self._channels.get(waiting.channels[0])
-        queue = None if chan is None else chan.lines.get(waiting.line)
+        queue = self._line_of(waiting)
         if queue is None:
             return  # nobody of this process waits for that lock
         for sub in queue.actives():

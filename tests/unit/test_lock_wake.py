@@ -451,6 +451,32 @@ def test_a_waiter_refused_by_its_process_s_leftovers_attempts_once_they_are_undo
     assert run(main(), c.clock) == [("early", start + 1.0), ("late", start + 1.0)]
 
 
+ELSEWHERE = b"a holder elsewhere"
+
+
+def hold_elsewhere(c: Cluster, stores: list[Store]) -> None:
+    """Another process holds the lock on n0 and n1; n2 is free."""
+    for store in stores[:2]:
+        store.strings[c.keys().lock] = ELSEWHERE
+
+
+def release_elsewhere(c: Cluster, stores: list[Store]) -> None:
+    """That holder's release, as the nodes announce it."""
+    keys = c.keys()
+    for store in stores[:2]:
+        store.release(Sent(RELEASE.name, (keys.lock, keys.wake), (ELSEWHERE,), 0.0))
+
+
+def split_elsewhere(c: Cluster, stores: list[Store], nodes: tuple[int, int]) -> None:
+    """Two other processes' attempts hold ``nodes``, and are undone 10 ms from
+    now (unannounced: no wake-up reaches this process)."""
+    loop = asyncio.get_running_loop()
+    key = c.keys().lock
+    for index, token in zip(nodes, (b"process 2", b"process 3"), strict=True):
+        stores[index].strings[key] = token
+        loop.call_later(0.01, stores[index].strings.pop, key)  # its undo
+
+
 def test_a_waiter_s_own_undos_do_not_wake_it_while_a_holder_keeps_most_nodes() -> None:
     """A holder keeps two nodes of three; the third is free. Each attempt of
     the waiter is granted there, refused overall and undone: were its own
@@ -459,16 +485,13 @@ def test_a_waiter_s_own_undos_do_not_wake_it_while_a_holder_keeps_most_nodes() -
     subscribed, and once a node_timeout later: a split vote's contenders
     would be undone by then), then waits for the release."""
     c, stores = stored_cluster(node_timeout=0.05, latency=0.001)
-    key = c.keys().lock
 
     async def main() -> tuple[float, int]:
-        for store in stores[:2]:
-            store.strings[key] = b"a holder elsewhere"
+        hold_elsewhere(c, stores)
         waiter = asyncio.ensure_future(c.lock(auto_extend=False).acquire(timeout=None))
         await asyncio.sleep(10.0)
         attempts = attempts_on_n0(c, ACQUIRE.name)
-        for store in stores[:2]:  # the holder's release, as the nodes announce it
-            store.release(Sent(RELEASE.name, (key, c.keys().wake), (b"a holder elsewhere",), 0.0))
+        release_elsewhere(c, stores)
         assert await waiter
         return asyncio.get_running_loop().time(), attempts
 
@@ -514,13 +537,10 @@ def test_a_split_vote_with_other_processes_is_retried_within_a_node_timeout() ->
     The waiter, granted somewhere, retries a jittered node_timeout later
     instead of its 60 s retry delay, and is granted."""
     c, stores = stored_cluster(node_timeout=0.05)
-    key = c.keys().lock
 
     async def main() -> float:
         loop = asyncio.get_running_loop()
-        for store, token in ((stores[1], b"process 2"), (stores[2], b"process 3")):
-            store.strings[key] = token
-            loop.call_later(0.01, store.strings.pop, key)  # its undo
+        split_elsewhere(c, stores, (1, 2))
         assert await c.lock(auto_extend=False).acquire(timeout=None)
         return loop.time()
 
@@ -536,7 +556,6 @@ def test_a_waiter_s_own_undo_does_not_wake_it_while_the_nodes_confirm_its_subscr
     wakes nobody - it woke the waiter for a fourth attempt (the acquire call
     was known to its subscription only once subscribed)."""
     c, stores = stored_cluster(node_timeout=0.05, latency=0.001)
-    key = c.keys().lock
     hub = c.engine.wake
     assert hub is not None
     for subscriber in hub._subscribers:
@@ -544,8 +563,7 @@ def test_a_waiter_s_own_undo_does_not_wake_it_while_the_nodes_confirm_its_subscr
         subscriber.slow = True  # never confirmed: subscribe() waits node_timeout
 
     async def main() -> int:
-        for store in stores[:2]:
-            store.strings[key] = b"a holder elsewhere"
+        hold_elsewhere(c, stores)
         waiter = asyncio.ensure_future(c.lock(auto_extend=False).acquire(timeout=None))
         await asyncio.sleep(10.0)
         waiter.cancel()
@@ -591,16 +609,13 @@ def test_a_split_vote_s_yes_still_coming_when_refused_is_retried_within_a_node_t
     ms late): granted somewhere all the same, it retries a jittered
     node_timeout later, and is granted."""
     c, stores = stored_cluster(node_timeout=0.05)
-    key = c.keys().lock
     rule = c.nodes[2].rules[ACQUIRE.name]
     assert callable(rule)
     c.nodes[2].rules[ACQUIRE.name] = lambda sent: Late(rule(sent), 0.02)  # type: ignore[arg-type]
 
     async def main() -> float:
         loop = asyncio.get_running_loop()
-        for store, token in ((stores[0], b"process 2"), (stores[1], b"process 3")):
-            store.strings[key] = token
-            loop.call_later(0.01, store.strings.pop, key)  # its undo
+        split_elsewhere(c, stores, (0, 1))
         assert await c.lock(auto_extend=False).acquire(timeout=None)
         return loop.time()
 
@@ -622,12 +637,10 @@ def test_a_vote_still_coming_from_a_silent_node_does_not_hold_a_waiter_past_its_
     the wait, it added up to node_timeout to a wait already cut at the
     deadline (a timeout of 1 s returned after 1.5 s)."""
     c, stores = stored_cluster(node_timeout=0.5)
-    key = c.keys().lock
     silent_third(c)
 
     async def main() -> tuple[bool, float]:
-        for store in stores[:2]:
-            store.strings[key] = b"a holder elsewhere"
+        hold_elsewhere(c, stores)
         loop = asyncio.get_running_loop()
         start = loop.time()
         granted = await c.lock(auto_extend=False).acquire(timeout=1.0)
@@ -642,18 +655,15 @@ def test_a_vote_still_coming_from_a_silent_node_does_not_delay_a_wake_up() -> No
     """As above, no timeout: the holder releases at 100 ms. The waiter is
     woken then and granted (n0 and n1), not once n2's vote has timed out."""
     c, stores = stored_cluster(node_timeout=0.5)
-    key = c.keys().lock
     silent_third(c)
 
     async def main() -> float:
-        for store in stores[:2]:
-            store.strings[key] = b"a holder elsewhere"
+        hold_elsewhere(c, stores)
         loop = asyncio.get_running_loop()
         start = loop.time()
         waiter = asyncio.ensure_future(c.lock(auto_extend=False).acquire(timeout=None))
         await asyncio.sleep(0.1)
-        for store in stores[:2]:  # the holder's release, as the nodes announce it
-            store.release(Sent(RELEASE.name, (key, c.keys().wake), (b"a holder elsewhere",), 0.0))
+        release_elsewhere(c, stores)
         assert await waiter
         return loop.time() - start
 
