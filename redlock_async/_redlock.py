@@ -59,8 +59,9 @@ def _build_nodes(
     built = []
     seen: dict[Endpoint, str] = {}
     clusters: Clusters = []
+    lean = not any(is_cluster(spec) for spec in nodes)
     for spec in nodes:
-        node, identity = make_node(spec, config, ttls)
+        node, identity = make_node(spec, config, ttls, lean=lean)
         for endpoint in identity:
             other = seen.get(endpoint)
             if other is not None:

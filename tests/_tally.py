@@ -8,7 +8,7 @@ check is ``Tally.settle`` itself, not a copy of its rule.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import cast
 
 from redlock_async._base._errors import NodeConnectionError, NodeError
@@ -40,7 +40,7 @@ class _Group:
     def resend(self, tally: Tally, index: int, reply: NodeError) -> None:
         raise AssertionError("a plain command is never resent")
 
-    def stale(self, index: int) -> NodeError:
+    def stale(self, index: int, keys: Sequence[bytes] = ()) -> NodeError:
         return NodeError(f"n{index}: STALE")
 
 

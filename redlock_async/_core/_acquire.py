@@ -38,7 +38,7 @@ from .._engine import (
     vote_limit,
     when_done,
 )
-from ._commands import Commands, FairEntry
+from ._commands import Commands, FairEntry, grant_keys
 from ._grant import Grant
 from ._outage import Outage
 from ._scripts import FENCE_RAISE
@@ -127,7 +127,7 @@ async def acquire(
         # fan-out - node_timeout when a node is silent - and no longer than
         # the caller's deadline allows.
         wait = span if deadline is None else min(span, max(0.0, deadline - engine.clock()))
-        await epochs.first(wait)
+        await epochs.first(wait, grant_keys(commands))
     wake = engine.wake
     # Others of this process already wait for this lock: an attempt now would
     # jump their line (and race the waiter its release wakes); in line behind

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from .._base._keys import KeyLayout, wake_channel
@@ -19,7 +19,7 @@ from .._base._timing import fair_heartbeat, ttl_ms
 from .._engine import Command, Tally, Waiting
 from ._scripts import ACQUIRE, EXTEND, FAIR_ACQUIRE, FAIR_LEAVE, RELEASE
 
-__all__ = ["Agree", "Commands", "ExclusiveCommands", "FairEntry"]
+__all__ = ["Agree", "Commands", "ExclusiveCommands", "FairEntry", "grant_keys"]
 
 Agree = Callable[[Tally], Awaitable[bool]]
 """Asked once a quorum said yes to an attempt: is that yes a grant?"""
@@ -205,3 +205,11 @@ class ExclusiveCommands:
             return ()
         keys = self.keys
         return (fair_leave((keys.fair_queue, keys.heartbeats), keys.wake, fair, granted),)
+
+
+def grant_keys(commands: Commands) -> Sequence[bytes]:
+    """The lock keys a grant of ``commands`` writes, one per name: beside a
+    Redis Cluster node, their hash slots' epochs are read before the first
+    grant there (``_engine/_slots.py``)."""
+    locks: Sequence[bytes] | None = getattr(commands, "locks", None)  # a multilock's names
+    return locks if locks is not None else (commands.keys.lock,)

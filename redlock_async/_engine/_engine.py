@@ -17,7 +17,7 @@ from binascii import hexlify
 from collections.abc import Callable, Sequence
 
 from .._base._config import RedlockConfig
-from .._base._errors import NodeError, RedlockError
+from .._base._errors import ConfigurationError, NodeError, RedlockError
 from .._base._keys import epoch_key
 from .._base._observe import NODE, Telemetry, telemetry, warn
 from ._admission import LIMIT, Admission
@@ -28,6 +28,7 @@ from ._node import Command, Node, Unsent
 from ._quorum import Quorum
 from ._restarts import TtlLedger
 from ._settled import Settled
+from ._slots import SlotEpochs
 from ._tally import Tally, quorum_of
 from ._wake import WakeHub
 
@@ -106,8 +107,21 @@ class Engine:
         # Metrics and spans when opentelemetry-api is installed (None: off).
         self._telemetry = telemetry(config.telemetry, config.telemetry_lock_names)
         self._quorum.on_error = self._node_failed
-        # The nodes' epochs: who may have lost grants still valid (_epochs.py).
-        self.epochs = Epochs(self._quorum, epoch_key(config.prefix), config.drift_factor)
+        # The nodes' epochs: who may have lost grants still valid (_epochs.py);
+        # per hash slot with a Redis Cluster among the nodes (_slots.py).
+        key, drift = epoch_key(config.prefix), config.drift_factor
+        self.epochs: Epochs | SlotEpochs
+        if not any(getattr(node, "cluster", False) for node in self.nodes):
+            self.epochs = Epochs(self._quorum, key, drift)
+        else:
+            self.epochs = slotted = SlotEpochs(self._quorum, key, drift)
+            for node in self.nodes:
+                use_slots = getattr(node, "use_slots", None)
+                if use_slots is None:  # _build.py makes every node a redis-py one
+                    raise ConfigurationError(
+                        f"node {node.name!r} cannot serve beside a Redis Cluster node"
+                    )
+                use_slots(slotted.view_of)
         # Also told of every node failure, granted attempts' included: the
         # CLI's bench counts them by type (failure path only, never the hot one).
         self.error_listeners: list[Callable[[str, NodeError], None]] = []

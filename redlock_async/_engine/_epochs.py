@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -88,7 +89,10 @@ def lost_until(epoch: bytes, fields: list[Field]) -> float:
 class Epochs:
     """This Redlock's view of the nodes' epochs, and the censuses that update it."""
 
-    def __init__(self, quorum: Quorum, key: bytes, drift: float) -> None:
+    def __init__(self, quorum: Quorum, key: bytes, drift: float, *, slotted: bool = False) -> None:
+        """``slotted``: one hash slot's, of a Redlock with a Redis Cluster node
+        (``_slots.py``): a node that lost grants still valid is kept out of the
+        view until they expire, not held by its restart watch."""
         self._quorum = quorum
         self._key = key
         self._drift = drift
@@ -106,18 +110,35 @@ class Epochs:
         self._waiters: list[asyncio.Future[None]] = []
         self.closed = False
         self.count = 0  # censuses sent (tests; the docs' cost figures)
-        quorum.epochs = self
+        self.slotted = slotted
+        # Slotted: nodes kept out of the view while grants they may have lost
+        # can be valid: index -> (its epoch, loop time it may come in).
+        self.held = _Held(self)
         # What the scripts get: the key of the view's record (lua/_epoch.lua);
         # no epoch known yet, so every node answers STALE until a census.
+        self.view = b""
         self._set_view()
+        if slotted:
+            # A restart from disk or a failover is caught by the scripts
+            # themselves there (lua/_epoch_cluster.lua compares run_ids).
+            return
+        quorum.epochs = self
         for index, watch in enumerate(quorum.watches or ()):
             if watch is not None:
                 watch.on_restart = partial(self._restarted, index)
 
-    def stale(self, index: int) -> NodeError:
+    def stale(self, index: int, keys: Sequence[bytes] = ()) -> NodeError:
         """Node ``index`` answered STALE: ask for a census; the error to record."""
-        self.request()
         name = self._quorum.nodes[index].name
+        held = self.held.ends.get(index)
+        if held is not None:
+            # Kept out on purpose: a census now would find the same.
+            left = held[1] - self._quorum.running_loop().time()
+            return NodeError(
+                f"{name} lost its data while grants it may have held can still be valid; "
+                f"its votes count again in {max(left, 0.0):.1f}s"
+            )
+        self.request()
         return NodeError(
             f"{name}: its epoch changed (it lost its data: a restart?) since this Redlock "
             "last read the nodes' records; its votes count again after a census"
@@ -139,9 +160,17 @@ class Epochs:
             watch.hold()
         self.request()
 
+    def admit(self, index: int, epoch: bytes) -> None:
+        """Slotted: node ``index``'s ``epoch`` joins the view (its hold is over)."""
+        if not self.closed:
+            self.ids[index] = epoch
+            self._set_view()
+
     def _set_view(self) -> None:
         view = b"," + b",".join(epoch for epoch in self.ids if epoch) + b","
-        self._quorum.view = self._key + b":" + view
+        self.view = self._key + b":" + view
+        if not self.slotted:
+            self._quorum.view = self.view
 
     def request(self) -> None:
         if self.closed:
@@ -153,7 +182,7 @@ class Epochs:
         # Soon, not now: every STALE of one fan-out then asks for one census.
         self._quorum.running_loop().call_soon(self._start)
 
-    async def first(self, wait: float) -> None:
+    async def first(self, wait: float, keys: Sequence[bytes] = ()) -> None:
         """Before this Redlock's first grant: the censuses, waited for at most ``wait`` s.
 
         Waited for alone: a caller cancelled or out of time leaves it running.
@@ -236,6 +265,12 @@ class Epochs:
             if self.ids[index] == epoch:
                 continue  # in the view already, and unchanged
             name = quorum.nodes[index].name
+            held = self.held.ends.get(index)
+            if held is not None:
+                if held[0] == epoch:
+                    self.held.hold(index, epoch, lost_until(epoch, fields), now, name)
+                    continue  # still out, until what this census read has expired too
+                self.held.drop(index)  # a new epoch again: judged anew below
             if self.candidates[index] != epoch:
                 if self.ids[index] is not None:
                     _log.info("redlock_async: %s has a new epoch (it lost its data)", name)
@@ -243,7 +278,11 @@ class Epochs:
                 self.candidates[index] = epoch
                 again = True
                 continue
-            self.ids[index], self.candidates[index] = epoch, None
+            self.candidates[index] = None
+            if self.slotted:
+                self.held.hold(index, epoch, lost_until(epoch, fields), now, name)
+                continue
+            self.ids[index] = epoch
             watch = watches[index] if watches is not None else None
             if watch is None:
                 continue
@@ -274,7 +313,67 @@ class Epochs:
         """The fan-outs moved to another loop or a forked child: what waited there is gone."""
         self._waiters = []
         self._running = self._again = False
+        # Their timers were the old loop's: kept out, a node answers STALE
+        # and the next census judges it again.
+        self.held.clear()
 
     def close(self) -> None:
         self.closed = True
+        self.held.clear(cancel=True)
         self._wake()
+
+
+class _Held:
+    """Slotted (``_slots.py``): the nodes kept out of one slot's view while
+    grants they may have lost can still be valid, and when each comes in.
+    Out of the view, a node answers STALE: none of its votes counts, and
+    nothing is written there."""
+
+    __slots__ = ("_epochs", "_timers", "ends")
+
+    def __init__(self, epochs: Epochs) -> None:
+        self._epochs = epochs
+        self.ends: dict[int, tuple[bytes, float]] = {}  # index -> (epoch, when it comes in)
+        self._timers: dict[int, asyncio.TimerHandle] = {}
+
+    def hold(self, index: int, epoch: bytes, until: float, now: float, name: str) -> None:
+        """Node ``index``, of ``epoch``, joins the view at loop time ``until``
+        (at once if that has passed; never earlier than a hold already set)."""
+        held = self.ends.get(index)
+        if held is not None and held[0] == epoch and held[1] >= until:
+            return
+        if until <= now:
+            self._epochs.ids[index] = epoch
+            return
+        if held is None:
+            _log.warning(
+                "redlock_async: %s lost its data while grants it may have held can still "
+                "be valid; its votes do not count for %.1fs",
+                name,
+                until - now,
+            )
+        self.drop(index)
+        self.ends[index] = (epoch, until)
+        loop = asyncio.get_running_loop()  # a census's reply: on the quorum's loop
+        self._timers[index] = loop.call_at(until, self._admit, index)
+
+    def _admit(self, index: int) -> None:
+        self._timers.pop(index, None)
+        held = self.ends.pop(index, None)
+        if held is not None:
+            self._epochs.admit(index, held[0])
+
+    def drop(self, index: int) -> None:
+        self.ends.pop(index, None)
+        timer = self._timers.pop(index, None)
+        if timer is not None:
+            timer.cancel()
+
+    def clear(self, *, cancel: bool = False) -> None:
+        """Forget every hold (``cancel``: their timers too; after a move to
+        another loop they are the old loop's, and never run)."""
+        if cancel:
+            for timer in self._timers.values():
+                timer.cancel()
+        self.ends.clear()
+        self._timers.clear()

@@ -61,8 +61,9 @@ class Script:
     grants: bool = False  # a yes vote creates a grant (a quarantined node's does not count)
     views: bool = False  # takes the caller's view of the nodes' epochs as its last argument
     cluster: Script | None = field(default=None, repr=False, compare=False)
-    """What a Redis Cluster node runs instead (None: this script): the
-    epoch record lies outside a cluster script's slot (``lua/_epoch.lua``)."""
+    """What the nodes of a Redlock with a Redis Cluster node run instead (None:
+    this script): the restart rule per hash slot, with a run_id check
+    (``lua/_epoch_cluster.lua``, ``_slots.py``)."""
 
     @classmethod
     def load(
@@ -76,8 +77,8 @@ class Script:
     ) -> Script:
         """Read ``lua/<name>.lua``; ``fences``: prepend ``lua/_fence.lua`` (next_fence);
         ``views``: prepend ``lua/_epoch.lua`` (the script grants or renews: it
-        checks the caller's view and raises the restart record; a Redis
-        Cluster twin gets ``_epoch_cluster.lua``); ``epochs``: prepend
+        checks the caller's view and raises the restart record; its twin
+        for the rule per hash slot gets ``_epoch_cluster.lua`` too); ``epochs``: prepend
         ``_epoch.lua`` for its functions alone (the census)."""
         lua = resources.files("redlock_async").joinpath("lua")
         source = lua.joinpath(f"{name}.lua").read_bytes()
@@ -90,7 +91,11 @@ class Script:
         if not views:
             return cls(name, source, _sha(source), grants)
         plain = lua.joinpath("_epoch.lua").read_bytes() + source
-        cluster = lua.joinpath("_epoch_cluster.lua").read_bytes() + source
+        cluster = (
+            lua.joinpath("_epoch.lua").read_bytes()
+            + lua.joinpath("_epoch_cluster.lua").read_bytes()
+            + source
+        )
         twin = cls(name, cluster, _sha(cluster), grants, True)
         return cls(name, plain, _sha(plain), grants, True, twin)
 

@@ -37,7 +37,7 @@ __all__ = ["Quorum"]
 class Stale(Protocol):
     """Who hears of a STALE answer (``_epochs.Epochs``)."""
 
-    def stale(self, index: int) -> NodeError: ...
+    def stale(self, index: int, keys: Sequence[bytes]) -> NodeError: ...
 
 
 class Quorum:
@@ -59,6 +59,9 @@ class Quorum:
         # it (granting and renewing ones), and who reads them again when a
         # node answers STALE (both set by the engine's Epochs).
         self.view = b","
+        # With a Redis Cluster node, each hash slot has its own view: the
+        # record key for a command's keys (_slots.SlotEpochs; None: one view).
+        self.view_of: Callable[[Sequence[bytes]], bytes] | None = None
         self.epochs: Stale | None = None
         watches = tuple(node.restarts for node in self.nodes)
         self.watches = None if all(w is None for w in watches) else watches
@@ -132,7 +135,9 @@ class Quorum:
             loop = self._bind_loop()
         if command.view:
             command.view = False  # once: a command is sent to every node at most once
-            command.args = (*command.args, self.view)
+            view_of = self.view_of
+            view = self.view if view_of is None else view_of(command.keys)
+            command.args = (*command.args, view)
         if tally is None:
             tally = Tally(self, command, self._new_future(), self._now() + self.node_timeout)
         else:  # held back until now (_cleanups.py): its votes are timed from this send
@@ -263,10 +268,10 @@ class Quorum:
     def resend(self, tally: Tally, index: int, reply: NodeError) -> None:
         resend(self, tally, index, reply)
 
-    def stale(self, index: int) -> NodeError:
+    def stale(self, index: int, keys: Sequence[bytes] = ()) -> NodeError:
         if self.epochs is None:  # no engine over this quorum (unit tests)
             return NodeError(f"{self.nodes[index].name}: lost its data (STALE)")
-        return self.epochs.stale(index)
+        return self.epochs.stale(index, keys)
 
     def close(self) -> None:
         self.closed = True

@@ -21,7 +21,7 @@ every driver.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from .._base._errors import NodeError, NodeTimeoutError
@@ -80,8 +80,9 @@ class Group(Protocol):
         """Node ``index`` failed ``tally``'s command: send it again if that may help."""
         ...
 
-    def stale(self, index: int) -> NodeError:
-        """Node ``index`` answered STALE: the failure to record (a census is due)."""
+    def stale(self, index: int, keys: Sequence[bytes]) -> NodeError:
+        """Node ``index`` answered STALE to a command over ``keys``: the failure
+        to record (a census is due)."""
         ...
 
 
@@ -197,7 +198,9 @@ class Tally:
                 self.decided.set_result(True)
         else:
             if reply == STALE and type(reply) is int:  # it lost its data: _epochs.py
-                reply = replies[index] = self.group.stale(index)
+                command = self.command
+                keys = () if command is None else command.keys
+                reply = replies[index] = self.group.stale(index, keys)
             if not isinstance(reply, NodeError):
                 self.no += 1  # a refusal (failures are counted from replies)
             else:

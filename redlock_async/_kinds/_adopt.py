@@ -80,7 +80,8 @@ async def adopt(lock: Lock, commands: ExclusiveCommands, engine: Engine, token: 
     if not engine.epochs.ready:
         # This Redlock's first renewal: the view of the nodes' epochs it
         # carries comes from the censuses (_engine/_epochs.py), two round trips.
-        await engine.epochs.first(vote_limit(engine.config.node_timeout))
+        wait = vote_limit(engine.config.node_timeout)
+        await engine.epochs.first(wait, (commands.keys.lock,))
     ttl = lock.options.ttl
     engine.ttls.granted(ttl)  # a restart seen from now on must cover this grant
     started = engine.clock()

@@ -48,7 +48,7 @@ from .._base._timing import ttl_ms
 from .._core._commands import FairEntry
 from .._core._lock import Holdings, Lock
 from .._core._scripts import ACQUIRE, EXTEND, MULTI_ACQUIRE, MULTI_EXTEND, MULTI_RELEASE, RELEASE
-from .._engine import Call, Command, Engine, SplitCommand, Tally, Waiting
+from .._engine import STALE, Call, Command, Engine, SplitCommand, Tally, Waiting
 
 __all__ = ["TOKEN_PREFIX", "MultiCommands", "MultiLock", "check_names"]
 
@@ -105,10 +105,11 @@ class MultiCommands:
                 reply = await call(ACQUIRE, (key,), args)
                 if reply != 1:
                     # Refused (or an odd reply): give back what this attempt took
-                    # here, so the node's vote is no and it holds nothing.
+                    # here, so the node's vote is no and it holds nothing. A
+                    # STALE stays one: the vote fails and a census is asked for.
                     for done in taken:
                         await call(RELEASE, (done,), (token,))
-                    return 0
+                    return STALE if reply == STALE else 0
                 taken.append(key)
             return 1
 
@@ -136,8 +137,9 @@ class MultiCommands:
             # Not atomic across slots: keys renewed before a refused one stay
             # renewed (still ours; the release or their expiry ends them).
             for key in locks:
-                if await call(EXTEND, (key,), args) != 1:
-                    return 0
+                reply = await call(EXTEND, (key,), args)
+                if reply != 1:
+                    return STALE if reply == STALE else 0
             return 1
 
         return SplitCommand(MULTI_EXTEND, locks, args, split)

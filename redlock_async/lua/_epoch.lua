@@ -1,13 +1,16 @@
 -- _epoch.lua: the restart check and record, prepended to every script that
 -- grants or renews (acquire, extend, the read-write, fair, multi and
--- semaphore scripts). Redis Cluster nodes run _epoch_cluster.lua instead.
+-- semaphore scripts). Beside a Redis Cluster node, _epoch_cluster.lua follows
+-- it and adds a run_id check.
 --
 -- No KEYS, no ARGV of its own: it defines epoch_check for the script
 -- (Returns below; census.lua, which it is prepended to as well, uses
 -- epoch_make and epoch_run_id), and uses keys outside that script's KEYS, under the
 -- library's prefix:
 --
---   <prefix>~epoch          a hash with no expiry:
+--   <prefix>~epoch          a hash with no expiry (beside a Redis Cluster node,
+--                           one per hash slot: <prefix>~epoch{tag}, where the
+--                           tag hashes to the slot; redlock_async/_engine/_slots.py):
 --       id      this node's epoch: a random id made by the first script that
 --               finds it missing, so a node that lost its data (a restart
 --               without persistence, FLUSHALL, eviction) has a new one; a
@@ -65,7 +68,8 @@ local function epoch_check(record, ttl)
     if redis.call('PTTL', record) >= need then
         return true
     end
-    local epoch_key, view = string.match(record, '^(.*~epoch):(.*)$')
+    -- <prefix>~epoch, or <prefix>~epoch{tag} for one hash slot's (_slots.py)
+    local epoch_key, view = string.match(record, '^(.*~epoch[^:]*):(.*)$')
     local id = redis.call('HGET', epoch_key, 'id') or epoch_make(epoch_key, epoch_run_id())
     if not string.find(view, ',' .. id .. ',', 1, true) then
         return false

@@ -1,9 +1,27 @@
--- _epoch_cluster.lua: _epoch.lua's function for Redis Cluster nodes, where
--- the record would lie in another hash slot than the script's keys (Redis
--- refuses the access). It checks and records nothing: a cluster node's
--- restarts are left to the operator (docs/guarantees.md).
+-- _epoch_cluster.lua: appended to _epoch.lua in the scripts every node of a
+-- Redlock with a Redis Cluster node runs (redlock_async/_engine/_slots.py).
+-- There the epoch and records are kept per hash slot, in the slot of the
+-- script's keys, and the client has no per-shard restart watch: so the
+-- check also compares the server's run_id with the one that made the slot's
+-- epoch. A shard restarted from disk, or a replica promoted by a failover,
+-- has that epoch in its data but may lack the last grants; it answers STALE
+-- (does nothing) until a census gives it a new epoch (census.lua).
 --
--- No KEYS, no ARGV of its own: it defines epoch_check (Returns true).
+-- No KEYS, no ARGV of its own: it wraps epoch_check (same arguments).
+-- Returns false (the script answers STALE) when the slot's epoch was made
+-- by another server, else what _epoch.lua's check returns; raises an error,
+-- before any write, when INFO is refused (an ACL without +info): restarts
+-- cannot be told then (docs/security.md).
+local epoch_check_view = epoch_check
 local function epoch_check(record, ttl)
-    return true
+    local run_id = epoch_run_id()
+    if not run_id then
+        return error({err = 'NOINFO restart detection needs INFO (grant the ACL user +info)'})
+    end
+    local epoch_key = string.match(record, '^(.*~epoch[^:]*):')
+    local made_by = redis.call('HGET', epoch_key, 'run')
+    if made_by and made_by ~= run_id then
+        return false
+    end
+    return epoch_check_view(record, ttl)
 end

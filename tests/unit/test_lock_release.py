@@ -166,7 +166,7 @@ def scripted_redlock(
     made = [ScriptedNode(f"n{i}") for i in range(n)]
     nodes = iter(made)
     monkeypatch.setattr(
-        _redlock, "make_node", lambda spec, config, ttls: (next(nodes), frozenset())
+        _redlock, "make_node", lambda spec, config, ttls, **_: (next(nodes), frozenset())
     )
     redlock = Redlock([f"redis://node{i}" for i in range(n)], wake_on_release=False)
     redlock._core.clock = clock

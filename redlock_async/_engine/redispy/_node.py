@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from redis.asyncio import Redis, RedisCluster
 
@@ -90,7 +90,11 @@ class RedisPyNode:
         # shard, so not there.
         self.restarts = restarts if is_plain(client) else None
         # A cluster refuses a script whose keys live in different slots.
-        self.cross_slot = not is_cluster(client)
+        self.cluster = is_cluster(client)
+        self.cross_slot = not self.cluster
+        # Each hash slot's view of the nodes' epochs, for the parts of a split
+        # command (set by use_slots; None: one view for every command).
+        self._view_of: Callable[[Sequence[bytes]], bytes] | None = None
 
     @property
     def name(self) -> str:
@@ -108,6 +112,14 @@ class RedisPyNode:
 
     def bind(self, index: int) -> None:
         self._index = index
+
+    def use_slots(self, view_of: Callable[[Sequence[bytes]], bytes]) -> None:
+        """A node of a Redlock with a Redis Cluster node (``_slots.py``): the
+        restart rule is kept per hash slot, so commands over several slots run
+        a slot at a time, each part carrying its slot's view, and the scripts
+        check the server's run_id too (``lua/_epoch_cluster.lua``)."""
+        self.cross_slot = False
+        self._view_of = view_of
 
     def run(self, command: Command, sink: Sink) -> None:
         if len(self._tasks) >= self._window or self._backlog:
@@ -171,9 +183,9 @@ class RedisPyNode:
             keys = command.keys
             script = command.script
             if not self.cross_slot and script.cluster is not None:
-                script = script.cluster  # the restart record is not written here (_lease.lua)
+                script = script.cluster  # the restart rule per hash slot (_slots.py)
             if self.restarts is not None and script.grants:
-                return await self._run_watched(command)
+                return await self._run_watched(command, script)
             try:
                 return await self._client.evalsha(
                     script.sha.decode(), len(keys), *keys, *command.args
@@ -187,13 +199,15 @@ class RedisPyNode:
         """One single-slot step of a split command (not inlined above: the hot path
         keeps its one coroutine frame)."""
         if script.cluster is not None:
-            script = script.cluster  # only cluster nodes split commands
+            script = script.cluster  # only nodes with the rule per slot split commands
+        if script.views and self._view_of is not None:
+            args = (*args, self._view_of(keys))  # this part's slot's, not the command's
         try:
             return await self._client.evalsha(script.sha.decode(), len(keys), *keys, *args)
         except self._noscript:
             return await self._client.eval(script.source.decode(), len(keys), *keys, *args)
 
-    async def _run_watched(self, command: Command) -> object:
+    async def _run_watched(self, command: Command, script: Script) -> object:
         """A granting script behind ``server_id.lua`` on the same connection.
 
         redis-py reconnects on its own, so a restart can only be seen by
@@ -206,7 +220,7 @@ class RedisPyNode:
         Resending is safe for ordering here, unlike on the lean driver: the
         cleanup of this attempt is chained after this command's outcome.
         """
-        keys, script = command.keys, command.script
+        keys = command.keys
         pipe = self._client.pipeline(transaction=False)
         pipe.evalsha(SERVER_ID.sha.decode(), 0)
         pipe.evalsha(script.sha.decode(), len(keys), *keys, *command.args)

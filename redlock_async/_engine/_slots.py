@@ -1,0 +1,149 @@
+"""Epochs per hash slot: the restart rule for a Redlock with a Redis Cluster node.
+
+The restart rule (``_epochs.py``) keeps, on every node, an epoch and records
+under ``<prefix>~epoch``, and every granting script reads and raises them
+beside the lock's own keys. On a Redis Cluster that key lives in one hash
+slot, on one shard, and a script may only touch keys of its own slot: the
+record cannot follow the lock, and an ``INFO`` answers for an arbitrary shard.
+
+So a Redlock with a cluster among its nodes keeps the rule once per hash
+slot. Slot ``s`` has its own epoch hash ``<prefix>~epoch{t}`` on every node,
+where ``t`` is a tag that hashes to ``s`` (:func:`slot_tag`): on a cluster it
+lives on the shard that owns the slot and moves with it, beside the locks it
+covers. Each slot is an independent instance of the rule - its own epochs,
+views, records and censuses (an :class:`Epochs` each) - so its proof
+(docs/guarantees.md) holds slot by slot: a grant on a name lives in one
+slot, and a shard that lost its data has a new epoch in each of its slots.
+Slots are met lazily: a name's first grant in a slot waits for that slot's
+censuses, as a Redlock's first grant does.
+
+What changes beside the keys (``lua/_epoch_cluster.lua``): the scripts also
+compare the server's ``run_id`` with the one that made the slot's epoch, so
+a shard restarted from disk, or a replica promoted by a failover, answers
+STALE until a census gives it a new epoch - there is no per-shard restart
+watch on the client. And a node found to have lost grants still valid stays
+out of its slot's view until they have expired (it answers STALE) instead of
+having its yes votes refused: the client's restart watches are per node, not
+per slot.
+
+Every node of such a Redlock goes through redis-py (``_build.py``) and runs
+commands over several slots (a multilock's) one slot at a time, each part
+with its own slot's view (``RedisPyNode.use_slots``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from binascii import crc_hqx
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from .._base._errors import NodeError
+from ._epochs import Epochs
+
+if TYPE_CHECKING:
+    from ._quorum import Quorum
+
+__all__ = ["SLOTS", "SlotEpochs", "key_slot", "slot_tag"]
+
+SLOTS = 16384
+
+
+def key_slot(key: bytes) -> int:
+    """The Redis Cluster hash slot of ``key`` (its hash tag's, when it has one)."""
+    start = key.find(b"{")
+    if start > -1:
+        end = key.find(b"}", start + 1)
+        if end > start + 1:
+            key = key[start + 1 : end]
+    return crc_hqx(key, 0) % SLOTS
+
+
+@functools.cache
+def _tags() -> tuple[bytes, ...]:
+    # The first hexadecimal number that hashes to each slot: every client of
+    # every version must spell a slot's epoch key alike (their records must
+    # meet), so this is fixed, not random. About 315,000 CRCs, once: 70 ms.
+    tags: list[bytes | None] = [None] * SLOTS
+    left, number = SLOTS, 0
+    while left:
+        tag = b"%x" % number
+        slot = crc_hqx(tag, 0) % SLOTS
+        if tags[slot] is None:
+            tags[slot] = tag
+            left -= 1
+        number += 1
+    return tuple(tag for tag in tags if tag is not None)
+
+
+def slot_tag(slot: int) -> bytes:
+    """A hash tag of slot ``slot``: the shortest-first hexadecimal number hashing to it."""
+    return _tags()[slot]
+
+
+class SlotEpochs:
+    """One :class:`Epochs` per hash slot met, behind the interface of one."""
+
+    # Never True: each slot's first grant waits for its own censuses (first()).
+    ready = False
+
+    def __init__(self, quorum: Quorum, key: bytes, drift: float) -> None:
+        self._quorum = quorum
+        self._key = key  # <prefix>~epoch: each slot's is this and its tag in braces
+        self._drift = drift
+        self.domains: dict[int, Epochs] = {}
+        self.closed = False
+        quorum.epochs = self
+        quorum.view_of = self.view_of
+
+    @property
+    def count(self) -> int:
+        """Censuses sent, every slot's (tests)."""
+        return sum(domain.count for domain in self.domains.values())
+
+    def domain(self, slot: int) -> Epochs:
+        """Slot ``slot``'s epochs, made on first use."""
+        domain = self.domains.get(slot)
+        if domain is None:
+            key = self._key + b"{" + slot_tag(slot) + b"}"
+            domain = self.domains[slot] = Epochs(self._quorum, key, self._drift, slotted=True)
+            if self.closed:
+                domain.close()
+        return domain
+
+    def view_of(self, keys: Sequence[bytes]) -> bytes:
+        """The record key a script over ``keys`` (of one slot) carries."""
+        return self.domain(key_slot(keys[0])).view
+
+    async def first(self, wait: float, keys: Sequence[bytes] = ()) -> None:
+        """Before a grant over ``keys``: the censuses of their slots not read yet."""
+        pending = []
+        for slot in {key_slot(key) for key in keys}:
+            domain = self.domain(slot)
+            if not domain.ready:
+                pending.append(domain.first(wait))
+        if len(pending) == 1:
+            await pending[0]
+        elif pending:
+            await asyncio.gather(*pending)
+
+    def stale(self, index: int, keys: Sequence[bytes] = ()) -> NodeError:
+        """Node ``index`` answered STALE to a command over ``keys``: each of their
+        slots reads the nodes again (one STALE part of a split command is
+        not told apart from the others)."""
+        error: NodeError | None = None
+        for slot in {key_slot(key) for key in keys}:
+            error = self.domain(slot).stale(index)
+        if error is None:
+            return NodeError(f"{self._quorum.nodes[index].name}: lost its data (STALE)")
+        return error
+
+    def reset(self) -> None:
+        for domain in self.domains.values():
+            domain.reset()
+
+    def close(self) -> None:
+        self.closed = True
+        for domain in self.domains.values():
+            domain.close()

@@ -1,0 +1,220 @@
+"""The restart rule with a Redis Cluster among the nodes (issue 25).
+
+Three Redlock nodes: a 3-master Redis Cluster, A and C. A grant is held on
+the cluster and A while C is cut off; the shard that owns the name's hash
+slot then restarts empty (its cluster config kept, its data gone) and C
+comes back. Each ``_redlock()`` stands for another process, with its own
+cluster client. Without the rule per hash slot (``_engine/_slots.py``) a
+newcomer is granted on the restarted shard and C while the first grant is
+valid: the restarted shard answered for its slot with no memory of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+import redis
+from redis.asyncio import RedisCluster
+
+from redlock_async import Redlock
+from redlock_async._base._keys import epoch_key, lock_key
+from redlock_async._engine._slots import SlotEpochs, key_slot, slot_tag
+from redlock_async.testing import RedisClusterNodes, RedisNodes
+from redlock_async.testing._server import RedisServer
+
+from ..conftest import eventually
+
+pytestmark = pytest.mark.redis_nodes(2)
+
+_made: list[tuple[Redlock, RedisCluster]] = []
+
+
+def _redlock(cluster: RedisClusterNodes, nodes: RedisNodes) -> Redlock:
+    host, port = cluster.startup_nodes[0]
+    client = RedisCluster(host=host, port=port)
+    redlock = Redlock([client, nodes[0].url, nodes[1].url])
+    _made.append((redlock, client))
+    return redlock
+
+
+@pytest.fixture(autouse=True)
+async def _close_redlocks() -> AsyncIterator[None]:
+    yield None
+    while _made:
+        redlock, client = _made.pop()
+        await redlock.aclose()
+        await client.aclose()  # passed in: aclose() leaves it open
+
+
+def _owner(cluster: RedisClusterNodes, name: str) -> RedisServer:
+    """The master that serves ``name``'s hash slot."""
+    slot = key_slot(lock_key("redlock:", name))
+    client = redis.Redis(port=cluster.servers[0].port)
+    try:
+        ranges = client.execute_command("CLUSTER", "SLOTS")  # type: ignore[no-untyped-call]
+    finally:
+        client.close()
+    port = next(int(r[2][1]) for r in ranges if r[0] <= slot <= r[1])
+    return next(server for server in cluster.servers if server.port == port)
+
+
+async def _held(
+    p1: Redlock, cluster: RedisClusterNodes, nodes: RedisNodes, ttl: float
+) -> tuple[float, object]:
+    """P1 takes ``job`` on the cluster and A while C is cut off; the shard of
+    ``job`` then restarts empty and C comes back. Returns the grant's end
+    (loop time) and the lock."""
+    c = nodes[1]
+    c.kill()
+    held = p1.lock("job", ttl=ttl, auto_extend=False)
+    started = asyncio.get_running_loop().time()
+    assert await held.acquire(timeout=5.0)
+    shard = _owner(cluster, "job")
+    shard.kill()
+    shard.restart()
+    c.restart()
+    return started + ttl, held
+
+
+async def _refused_until(lock: object, end: float) -> tuple[int, list[str]]:
+    """One-shot attempts until shortly before loop time ``end``: all refused.
+    Returns how many, and the errors the cluster node gave them."""
+    loop = asyncio.get_running_loop()
+    attempts, cluster_errors = 0, []
+    while loop.time() < end - 0.3:
+        granted = await lock.acquire(blocking=False)  # type: ignore[attr-defined]
+        assert not granted, "a second holder while the first grant was valid"
+        attempts += 1
+        errors = lock.errors  # type: ignore[attr-defined]
+        cluster_errors += [str(e) for name, e in errors.items() if name.startswith("cluster(")]
+        await asyncio.sleep(0.1)
+    return attempts, cluster_errors
+
+
+async def test_a_newcomer_is_not_granted_on_a_shard_that_restarted_empty(
+    redis_cluster: RedisClusterNodes, redis_nodes: RedisNodes
+) -> None:
+    end, held = await _held(_redlock(redis_cluster, redis_nodes), redis_cluster, redis_nodes, 6.0)
+    p3 = _redlock(redis_cluster, redis_nodes)
+    lock = p3.lock("job", ttl=6.0, auto_extend=False)
+    attempts, errors = await _refused_until(lock, end)
+    assert attempts >= 10
+    # The shard answered, and was kept out for what it lost: not merely down.
+    assert any("lost its data" in error for error in errors), errors
+    # Granted again within about a quarter of the ttl after the grant's end.
+    loop = asyncio.get_running_loop()
+    assert await lock.acquire(timeout=6.0 * 0.25 + 3.0)
+    assert loop.time() >= end - 0.05
+    await lock.release()
+    del held
+
+
+async def test_a_process_with_a_shorter_ttl_is_not_granted_on_the_shard(
+    redis_cluster: RedisClusterNodes, redis_nodes: RedisNodes
+) -> None:
+    p2 = _redlock(redis_cluster, redis_nodes)
+    warm = p2.lock("job", ttl=1.0, auto_extend=False)  # the same slot, seen before
+    assert await warm.acquire()
+    await warm.release()
+    end, _ = await _held(_redlock(redis_cluster, redis_nodes), redis_cluster, redis_nodes, 6.0)
+    await asyncio.sleep(2.5)  # past any quarantine P2's own ttls would give
+    lock = p2.lock("job", ttl=1.0, auto_extend=False)
+    attempts, _ = await _refused_until(lock, end)
+    assert attempts >= 10
+    assert await lock.acquire(timeout=6.0 * 0.25 + 3.0)
+    await lock.release()
+
+
+async def test_a_multilock_over_several_slots_keeps_the_shard_out(
+    redis_cluster: RedisClusterNodes, redis_nodes: RedisNodes
+) -> None:
+    # "job" and names of two other slots: the restarted shard's part is
+    # judged by its own slot's records (each part carries its slot's view).
+    names = ["job", "other-1", "other-2"]
+    assert len({key_slot(lock_key("redlock:", name)) for name in names}) == 3
+    p1 = _redlock(redis_cluster, redis_nodes)
+    c = redis_nodes[1]
+    c.kill()
+    held = p1.multilock(names, ttl=6.0, auto_extend=False)
+    started = asyncio.get_running_loop().time()
+    assert await held.acquire(timeout=5.0)
+    shard = _owner(redis_cluster, "job")
+    shard.kill()
+    shard.restart()
+    c.restart()
+    p3 = _redlock(redis_cluster, redis_nodes)
+    attempts, _ = await _refused_until(p3.lock("job", ttl=6.0, auto_extend=False), started + 6.0)
+    assert attempts >= 10
+    del held  # expired by now
+
+
+async def test_nothing_locked_lately_costs_nothing_after_a_shard_restart(
+    redis_cluster: RedisClusterNodes, redis_nodes: RedisNodes
+) -> None:
+    p1 = _redlock(redis_cluster, redis_nodes)
+    brief = p1.lock("job", ttl=0.2, auto_extend=False)
+    assert await brief.acquire()
+    await brief.release()
+    await asyncio.sleep(2.6)  # its records (1.25 x max(ttl, 2 s)) have expired
+    shard = _owner(redis_cluster, "job")
+    shard.kill()
+    shard.restart()
+    p3 = _redlock(redis_cluster, redis_nodes)
+    lock = p3.lock("job", ttl=5.0, auto_extend=False)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 5.0
+    while True:  # the cluster client may need a try or two to reconnect
+        assert await lock.acquire(timeout=2.0)
+        votes = lock._grant.acquired.replies  # type: ignore[union-attr]
+        await lock.release()
+        if all(type(vote) is int and vote > 0 for vote in votes) or loop.time() > deadline:
+            break
+        await asyncio.sleep(0.1)
+    assert all(type(vote) is int and vote > 0 for vote in votes), votes
+
+
+async def test_a_shard_restarted_from_disk_gets_a_new_epoch(
+    redis_cluster: RedisClusterNodes, redis_nodes: RedisNodes
+) -> None:
+    # A shard whose data survived (restarted from disk, or a promoted
+    # replica) keeps the slot's epoch but may lack its last grants: the
+    # scripts compare run_ids, answer STALE, and a census makes a new epoch.
+    p1 = _redlock(redis_cluster, redis_nodes)
+    lock = p1.lock("job", ttl=3.0, auto_extend=False)
+    assert await lock.acquire()
+    await lock.release()
+    slot = key_slot(lock_key("redlock:", "job"))
+    key = epoch_key("redlock:") + b"{" + slot_tag(slot) + b"}"
+    shard = redis.Redis(port=_owner(redis_cluster, "job").port)
+    try:
+        before = shard.hget(key, "id")
+        assert before  # the slot's epoch lives on the shard that owns the slot
+        shard.hset(key, "run", "0" * 40)  # as if another server made it
+        assert await lock.acquire(timeout=3.0)
+        await lock.release()
+        after = shard.hget(key, "id")
+        assert after
+        assert after != before
+    finally:
+        shard.close()
+    epochs = p1._core.epochs
+    assert isinstance(epochs, SlotEpochs)
+    # Kept out of the view while the grant made with the old epoch's view
+    # could still be valid (A and C hold that view's record), then in.
+    domain = epochs.domain(slot)
+    assert domain.ids[0] is None  # out: its STALE answers asked for the censuses
+    assert await eventually(lambda: 0 in domain.held.ends)  # two censuses read it
+    epoch, until = domain.held.ends[0]
+    assert epoch == after
+    assert await eventually(lambda: domain.ids[0] == after)
+    assert asyncio.get_running_loop().time() >= until
+
+
+async def test_every_node_beside_a_cluster_goes_through_redis_py(
+    redis_cluster: RedisClusterNodes, redis_nodes: RedisNodes
+) -> None:
+    redlock = _redlock(redis_cluster, redis_nodes)
+    assert {type(node).__name__ for node in redlock._core.nodes} == {"RedisPyNode"}
+    assert not any(node.cross_slot for node in redlock._core.nodes)
