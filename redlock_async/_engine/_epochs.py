@@ -160,6 +160,13 @@ class Epochs:
             watch.hold()
         self.request()
 
+    def forget(self, index: int) -> None:
+        """Slotted: node ``index`` restarted; out of the view until censuses
+        read it again (it answers STALE meanwhile, which asks for them)."""
+        self.ids[index] = self.candidates[index] = None
+        self.held.drop(index)
+        self._set_view()
+
     def admit(self, index: int, epoch: bytes) -> None:
         """Slotted: node ``index``'s ``epoch`` joins the view (its hold is over)."""
         if not self.closed:

@@ -61,8 +61,8 @@ class Script:
     grants: bool = False  # a yes vote creates a grant (a quarantined node's does not count)
     views: bool = False  # takes the caller's view of the nodes' epochs as its last argument
     cluster: Script | None = field(default=None, repr=False, compare=False)
-    """What the nodes of a Redlock with a Redis Cluster node run instead (None:
-    this script): the restart rule per hash slot, with a run_id check
+    """What a Redis Cluster node runs instead (None: this script): the check
+    also compares the server's run_id, as there is no restart watch per shard
     (``lua/_epoch_cluster.lua``, ``_slots.py``)."""
 
     @classmethod
@@ -78,7 +78,7 @@ class Script:
         """Read ``lua/<name>.lua``; ``fences``: prepend ``lua/_fence.lua`` (next_fence);
         ``views``: prepend ``lua/_epoch.lua`` (the script grants or renews: it
         checks the caller's view and raises the restart record; its twin
-        for the rule per hash slot gets ``_epoch_cluster.lua`` too); ``epochs``: prepend
+        for Redis Cluster nodes gets ``_epoch_cluster.lua`` too); ``epochs``: prepend
         ``_epoch.lua`` for its functions alone (the census)."""
         lua = resources.files("redlock_async").joinpath("lua")
         source = lua.joinpath(f"{name}.lua").read_bytes()

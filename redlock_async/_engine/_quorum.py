@@ -59,8 +59,7 @@ class Quorum:
         # it (granting and renewing ones), and who reads them again when a
         # node answers STALE (both set by the engine's Epochs).
         self.view = b","
-        # With a Redis Cluster node, each hash slot has its own view: the
-        # record key for a command's keys (_slots.SlotEpochs; None: one view).
+        # Beside a Redis Cluster, the view of a command's keys' slot (_slots.py).
         self.view_of: Callable[[Sequence[bytes]], bytes] | None = None
         self.epochs: Stale | None = None
         watches = tuple(node.restarts for node in self.nodes)
@@ -212,6 +211,11 @@ class Quorum:
             self.on_rehome()
         self._home = loop
         self._home_pid = pid
+
+    def pending_on(self, index: int) -> list[Tally]:
+        """The fan-outs whose reply from node ``index`` is still to come."""
+        tallies = (*self._due, *(again[2] for again in self._again))
+        return [tally for tally in tallies if tally.replies[index] is PENDING]
 
     def idle(self) -> bool:
         """No fan-out has replies missing from a node still answering (``_drain.py``)."""

@@ -17,14 +17,16 @@ slot, and a shard that lost its data has a new epoch in each of its slots.
 Slots are met lazily: a name's first grant in a slot waits for that slot's
 censuses, as a Redlock's first grant does.
 
-What changes beside the keys (``lua/_epoch_cluster.lua``): the scripts also
-compare the server's ``run_id`` with the one that made the slot's epoch, so
-a shard restarted from disk, or a replica promoted by a failover, answers
-STALE until a census gives it a new epoch - there is no per-shard restart
-watch on the client. And a node found to have lost grants still valid stays
-out of its slot's view until they have expired (it answers STALE) instead of
-having its yes votes refused: the client's restart watches are per node, not
-per slot.
+What changes beside the keys: on a cluster the scripts also compare the
+server's ``run_id`` with the one that made the slot's epoch
+(``lua/_epoch_cluster.lua``), so a shard restarted from disk, or a replica
+promoted by a failover, answers STALE until a census gives it a new epoch -
+there is no per-shard restart watch on the client. A plain node beside it
+keeps its watch: a new run_id takes it out of every slot's view
+(:meth:`SlotEpochs._restarted`). And a node found to have lost grants still
+valid stays out of its slot's view until they have expired (it answers
+STALE) instead of having its yes votes refused: the client's restart
+watches are per node, not per slot.
 
 Every node of such a Redlock goes through redis-py (``_build.py``) and runs
 commands over several slots (a multilock's) one slot at a time, each part
@@ -37,6 +39,7 @@ import asyncio
 import functools
 from binascii import crc_hqx
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 from .._base._errors import NodeError
@@ -94,8 +97,13 @@ class SlotEpochs:
         self._drift = drift
         self.domains: dict[int, Epochs] = {}
         self.closed = False
+        # Per plain node: the restart being held for (see _restarted).
+        self._restarts = [0] * quorum.n
         quorum.epochs = self
         quorum.view_of = self.view_of
+        for index, watch in enumerate(quorum.watches or ()):
+            if watch is not None:  # a plain node (a cluster's has no watch)
+                watch.on_restart = partial(self._restarted, index)
 
     @property
     def count(self) -> int:
@@ -138,6 +146,39 @@ class SlotEpochs:
         if error is None:
             return NodeError(f"{self._quorum.nodes[index].name}: lost its data (STALE)")
         return error
+
+    def _restarted(self, index: int) -> None:
+        """Plain node ``index`` showed a new run_id (a restart, seen on a new
+        connection): restarted from disk, or a promoted replica, it may keep
+        its epochs but lack the last grants.
+
+        It leaves every slot's view: commands sent from now on get STALE
+        from it, and the census that follows gives each slot there a new
+        epoch (census.lua: another server). Commands already sent carry the
+        old views; its yes votes to them do not count (its watch holds them)
+        until each has its reply from it.
+        """
+        for domain in self.domains.values():
+            domain.forget(index)
+        watches = self._quorum.watches
+        watch = watches[index] if watches is not None else None
+        pending = self._quorum.pending_on(index)
+        if watch is None or not pending:
+            return
+        self._restarts[index] += 1
+        restart, left = self._restarts[index], len(pending)
+        watch.hold()
+
+        def answered(_: object) -> None:
+            nonlocal left
+            left -= 1
+            # Released by the last restart's answers only: an earlier one's
+            # may all be in while commands sent before the later are not.
+            if not left and self._restarts[index] == restart:
+                watch.release()
+
+        for tally in pending:
+            tally.when_settled(index, answered)
 
     def reset(self) -> None:
         for domain in self.domains.values():

@@ -1,7 +1,7 @@
 -- _epoch.lua: the restart check and record, prepended to every script that
 -- grants or renews (acquire, extend, the read-write, fair, multi and
--- semaphore scripts). Beside a Redis Cluster node, _epoch_cluster.lua follows
--- it and adds a run_id check.
+-- semaphore scripts). On a Redis Cluster node, _epoch_cluster.lua follows it
+-- and adds a run_id check.
 --
 -- No KEYS, no ARGV of its own: it defines epoch_check for the script
 -- (Returns below; census.lua, which it is prepended to as well, uses

@@ -1,11 +1,12 @@
--- _epoch_cluster.lua: appended to _epoch.lua in the scripts every node of a
--- Redlock with a Redis Cluster node runs (redlock_async/_engine/_slots.py).
--- There the epoch and records are kept per hash slot, in the slot of the
--- script's keys, and the client has no per-shard restart watch: so the
--- check also compares the server's run_id with the one that made the slot's
--- epoch. A shard restarted from disk, or a replica promoted by a failover,
--- has that epoch in its data but may lack the last grants; it answers STALE
--- (does nothing) until a census gives it a new epoch (census.lua).
+-- _epoch_cluster.lua: appended to _epoch.lua in the scripts a Redis Cluster
+-- node runs (redlock_async/_engine/_slots.py). Beside a cluster the epoch and
+-- records are kept per hash slot, in the slot of the script's keys, and the
+-- client has no per-shard restart watch (an INFO it sends answers for an
+-- arbitrary shard): so the check also compares the server's run_id with the
+-- one that made the slot's epoch. A shard restarted from disk, or a replica
+-- promoted by a failover, has that epoch in its data but may lack the last
+-- grants; it answers STALE (does nothing) until a census gives it a new
+-- epoch (census.lua). Plain nodes beside the cluster keep their watch.
 --
 -- No KEYS, no ARGV of its own: it wraps epoch_check (same arguments).
 -- Returns false (the script answers STALE) when the slot's epoch was made

@@ -218,3 +218,49 @@ async def test_every_node_beside_a_cluster_goes_through_redis_py(
     redlock = _redlock(redis_cluster, redis_nodes)
     assert {type(node).__name__ for node in redlock._core.nodes} == {"RedisPyNode"}
     assert not any(node.cross_slot for node in redlock._core.nodes)
+
+
+async def test_a_plain_node_restarted_from_disk_leaves_every_slot_s_view(
+    redis_cluster: RedisClusterNodes, redis_nodes: RedisNodes
+) -> None:
+    # A plain node beside the cluster keeps its run_id watch: restarted from
+    # a snapshot, it has its epochs back but may lack the last grants; its new
+    # run_id takes it out of each slot's view, and a census gives it a new epoch.
+    p1 = _redlock(redis_cluster, redis_nodes)
+    lock = p1.lock("job", ttl=3.0, auto_extend=False)
+    assert await lock.acquire()
+    await lock.release()
+    slot = key_slot(lock_key("redlock:", "job"))
+    key = epoch_key("redlock:") + b"{" + slot_tag(slot) + b"}"
+    a = redis_nodes[0]
+    direct = redis.Redis(port=a.direct_port)
+    try:
+        before = direct.hget(key, "id")
+        assert before
+        direct.save()
+    finally:
+        direct.close()
+    server = a.server
+    if not isinstance(server, RedisServer):
+        pytest.skip("restarts a local redis-server from its snapshot")
+    a.kill()
+    server.launch()  # not restart(): that removes the snapshot
+    server.wait_ready(keep_port=True)
+    direct = redis.Redis(port=a.direct_port)
+    try:
+        assert direct.hget(key, "id") == before  # back from disk
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10.0
+        while direct.hget(key, "id") == before:
+            assert loop.time() < deadline, "the restarted node kept its epoch"
+            if await lock.acquire(timeout=2.0):
+                await lock.release()
+            await asyncio.sleep(0.05)
+        after = direct.hget(key, "id")
+    finally:
+        direct.close()
+    epochs = p1._core.epochs
+    assert isinstance(epochs, SlotEpochs)
+    domain = epochs.domain(slot)
+    assert domain.ids[1] != before
+    assert await eventually(lambda: domain.ids[1] == after or 1 in domain.held.ends)

@@ -116,8 +116,8 @@ class RedisPyNode:
     def use_slots(self, view_of: Callable[[Sequence[bytes]], bytes]) -> None:
         """A node of a Redlock with a Redis Cluster node (``_slots.py``): the
         restart rule is kept per hash slot, so commands over several slots run
-        a slot at a time, each part carrying its slot's view, and the scripts
-        check the server's run_id too (``lua/_epoch_cluster.lua``)."""
+        a slot at a time, each part carrying its slot's view. (A cluster's
+        scripts also check the server's run_id: ``lua/_epoch_cluster.lua``.)"""
         self.cross_slot = False
         self._view_of = view_of
 
@@ -182,8 +182,8 @@ class RedisPyNode:
                 return await command.split(self._call)
             keys = command.keys
             script = command.script
-            if not self.cross_slot and script.cluster is not None:
-                script = script.cluster  # the restart rule per hash slot (_slots.py)
+            if self.cluster and script.cluster is not None:
+                script = script.cluster  # a run_id check: no restart watch per shard
             if self.restarts is not None and script.grants:
                 return await self._run_watched(command, script)
             try:
@@ -198,8 +198,8 @@ class RedisPyNode:
     async def _call(self, script: Script, keys: Sequence[bytes], args: Sequence[Arg]) -> object:
         """One single-slot step of a split command (not inlined above: the hot path
         keeps its one coroutine frame)."""
-        if script.cluster is not None:
-            script = script.cluster  # only nodes with the rule per slot split commands
+        if self.cluster and script.cluster is not None:
+            script = script.cluster
         if script.views and self._view_of is not None:
             args = (*args, self._view_of(keys))  # this part's slot's, not the command's
         try:
