@@ -15,8 +15,10 @@
 --               finds it missing, so a node that lost its data (a restart
 --               without persistence, FLUSHALL, eviction) has a new one; a
 --               census also makes a new one when the server is not the one
---               that made it (a restart from disk, a promoted replica)
---       run     the run_id of the server that made ``id``
+--               that made it (a restart from disk, a promoted replica, a
+--               primary failed over and back)
+--       run     who made ``id``: the server's run_id and replication id,
+--               ``<run_id>:<master_replid>`` (epoch_run_id below)
 --       <view>  an index of the views with a record below (census.lua)
 --   <prefix>~epoch:<view>   a view's record: a string whose expiry says how
 --                           long grants made or renewed here with that view
@@ -46,10 +48,23 @@
 -- out until it has expired. Two seconds at the least: a node that lost its
 -- data then resumes its fencing counters at a clock past every token handed
 -- out before (docs/fencing.md).
--- The server's run_id, or nil when INFO is refused (an ACL without +info).
+-- Which server, with which history of data, answers: ``<run_id>:<master_replid>``,
+-- or nil when INFO is refused (an ACL without +info). The run_id changes
+-- with every restart; the replication id with every promotion. A primary
+-- failed over and back keeps its run_id, yet as a replica in between it may
+-- have dropped the writes it had not passed on (its last grants): its
+-- replication id is new. (A primary left without replicas for
+-- repl-backlog-ttl gets a new one too: one census's new epoch, no more.)
 local function epoch_run_id()
     local info = redis.pcall('INFO', 'server')
-    return type(info) == 'string' and string.match(info, 'run_id:(%x+)') or nil
+    local run_id = type(info) == 'string' and string.match(info, 'run_id:(%x+)') or nil
+    if not run_id then
+        return nil
+    end
+    local replication = redis.pcall('INFO', 'replication')
+    local replid = type(replication) == 'string'
+        and string.match(replication, 'master_replid:(%x+)') or ''
+    return run_id .. ':' .. replid
 end
 
 -- A new epoch for this node, made by the server ``run_id`` (census.lua uses it too).

@@ -2,14 +2,15 @@
 -- Redlock with a Redis Cluster node runs (redlock_async/_engine/_slots.py).
 -- There the epoch and records are kept per hash slot, in the slot of the
 -- script's keys, and the client has no per-shard restart watch: so the
--- check also compares the server's run_id with the one that made the slot's
--- epoch. A shard restarted from disk, or a replica promoted by a failover,
--- has that epoch in its data but may lack the last grants; it answers STALE
--- (does nothing) until a census gives it a new epoch (census.lua).
+-- check also compares the server's run_id and replication id with the ones
+-- that made the slot's epoch (epoch_run_id, _epoch.lua). A shard restarted
+-- from disk, a replica promoted by a failover, or a primary failed over and
+-- back, has that epoch in its data but may lack the last grants; it answers
+-- STALE (does nothing) until a census gives it a new epoch (census.lua).
 --
 -- No KEYS, no ARGV of its own: it wraps epoch_check (same arguments).
 -- Returns false (the script answers STALE) when the slot's epoch was made
--- by another server, else what _epoch.lua's check returns; raises an error,
+-- by another server (or this one before a promotion), else what _epoch.lua's check returns; raises an error,
 -- before any write, when INFO is refused (an ACL without +info): restarts
 -- cannot be told then (docs/security.md).
 local epoch_check_view = epoch_check

@@ -10,8 +10,9 @@
 --
 -- The epoch is made anew when missing (as any granting script would) and
 -- when the server answering is not the one that made it: a node restarted
--- from its append-only file, or a replica promoted by a failover, has the
--- old epoch in its data but may lack the last writes before it took over.
+-- from its append-only file, a replica promoted by a failover, or a primary
+-- failed over and back (the same run_id, a new replication id: epoch_run_id),
+-- has the old epoch in its data but may lack the last writes before it took over.
 -- The records made under the old epoch are deleted with it: a record alive
 -- must mean a view checked in the current epoch (_epoch.lua). (When INFO is
 -- refused, only a missing epoch is seen.)
