@@ -168,6 +168,11 @@ class Command:
     def __repr__(self) -> str:
         return f"Command({self.script.name}, keys={list(self.keys)!r})"
 
+    def stale_keys(self, index: int) -> Sequence[bytes]:
+        """The keys node ``index`` answered STALE over: whose hash slots are read
+        again (``_slots.py``). All of them: one script ran over them all."""
+        return self.keys
+
 
 Call = Callable[[Script, Sequence[bytes], Sequence[Arg]], Awaitable[object]]
 """Runs one script on a node (EVALSHA, EVAL on NOSCRIPT) and returns its raw reply."""
@@ -182,7 +187,7 @@ class SplitCommand(Command):
     command's reply. Nodes that accept any keys run the script as usual.
     """
 
-    __slots__ = ("split",)
+    __slots__ = ("_stale", "split")
 
     def __init__(
         self,
@@ -193,6 +198,31 @@ class SplitCommand(Command):
     ) -> None:
         super().__init__(script, keys, args)
         self.split = split
+        # Per node that ran it split: the keys of the part that answered
+        # STALE (the split stops there), see stale_keys.
+        self._stale: dict[int, Sequence[bytes]] | None = None
+
+    def telling(self, call: Call, index: int) -> Call:
+        """``call`` for node ``index``'s run of ``split``: a part that answers
+        STALE is remembered with its keys (``stale_keys``)."""
+
+        async def part(script: Script, keys: Sequence[bytes], args: Sequence[Arg]) -> object:
+            reply = await call(script, keys, args)
+            if reply == STALE and type(reply) is int:
+                if self._stale is None:
+                    self._stale = {}
+                self._stale[index] = keys
+            return reply
+
+        return part
+
+    def stale_keys(self, index: int) -> Sequence[bytes]:
+        """The keys of node ``index``'s part that answered STALE, when it ran
+        the command split: only that part's slot is read again. Every slot
+        of the command would ask for a census on each attempt, however long
+        a node is kept out of one of them on purpose (``_epochs._Held``)."""
+        found = None if self._stale is None else self._stale.get(index)
+        return self.keys if found is None else found
 
 
 class Sink(Protocol):

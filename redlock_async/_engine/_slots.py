@@ -138,8 +138,8 @@ class SlotEpochs:
 
     def stale(self, index: int, keys: Sequence[bytes] = ()) -> NodeError:
         """Node ``index`` answered STALE to a command over ``keys``: each of their
-        slots reads the nodes again (one STALE part of a split command is
-        not told apart from the others)."""
+        slots reads the nodes again (of a split command, the keys of the part
+        that answered: ``SplitCommand.stale_keys``)."""
         error: NodeError | None = None
         for slot in {key_slot(key) for key in keys}:
             error = self.domain(slot).stale(index)

@@ -199,7 +199,7 @@ class Tally:
         else:
             if reply == STALE and type(reply) is int:  # it lost its data: _epochs.py
                 command = self.command
-                keys = () if command is None else command.keys
+                keys = () if command is None else command.stale_keys(index)
                 reply = replies[index] = self.group.stale(index, keys)
             if not isinstance(reply, NodeError):
                 self.no += 1  # a refusal (failures are counted from replies)

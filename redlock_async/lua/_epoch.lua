@@ -5,7 +5,7 @@
 --
 -- No KEYS, no ARGV of its own: it defines epoch_check for the script
 -- (Returns below; census.lua, which it is prepended to as well, uses
--- epoch_make and epoch_run_id), and uses keys outside that script's KEYS, under the
+-- epoch_make, epoch_run_id and epoch_foreign), and uses keys outside that script's KEYS, under the
 -- library's prefix:
 --
 --   <prefix>~epoch          a hash with no expiry (beside a Redis Cluster node,
@@ -15,8 +15,10 @@
 --               finds it missing, so a node that lost its data (a restart
 --               without persistence, FLUSHALL, eviction) has a new one; a
 --               census also makes a new one when the server is not the one
---               that made it (a restart from disk, a promoted replica)
+--               that made it (a restart from disk, a promoted replica, a
+--               primary failed over and back)
 --       run     the run_id of the server that made ``id``
+--       repl    its replication id then (master_replid; epoch_run_id below)
 --       <view>  an index of the views with a record below (census.lua)
 --   <prefix>~epoch:<view>   a view's record: a string whose expiry says how
 --                           long grants made or renewed here with that view
@@ -46,21 +48,49 @@
 -- out until it has expired. Two seconds at the least: a node that lost its
 -- data then resumes its fencing counters at a clock past every token handed
 -- out before (docs/fencing.md).
--- The server's run_id, or nil when INFO is refused (an ACL without +info).
+-- Which server answers, and with which history of data: its run_id (new
+-- with every restart) and replication id (new with every promotion), or
+-- nil when INFO is refused (an ACL without +info). A primary failed over
+-- and back keeps its run_id, yet as a replica in between it may have
+-- dropped the writes it had not passed on (its last grants): its
+-- replication id is new. (A primary left without replicas for
+-- repl-backlog-ttl gets a new one too: one census's new epoch, no more.)
 local function epoch_run_id()
     local info = redis.pcall('INFO', 'server')
-    return type(info) == 'string' and string.match(info, 'run_id:(%x+)') or nil
+    local run_id = type(info) == 'string' and string.match(info, 'run_id:(%x+)') or nil
+    if not run_id then
+        return nil, nil
+    end
+    local replication = redis.pcall('INFO', 'replication')
+    local replid = type(replication) == 'string'
+        and string.match(replication, 'master_replid:(%x+)') or ''
+    return run_id, replid
 end
 
--- A new epoch for this node, made by the server ``run_id`` (census.lua uses it too).
-local function epoch_make(epoch_key, run_id)
+-- A new epoch for this node, made by the server ``run_id``, ``replid``
+-- (census.lua uses it too).
+local function epoch_make(epoch_key, run_id, replid)
     -- The run id and the clock make it unique: Lua's math.random is seeded
     -- alike on every node, so it would not be.
     local t = redis.call('TIME')
     local seed = (run_id or '') .. ':' .. t[1] .. ':' .. t[2] .. ':' .. epoch_key
     local id = string.sub(redis.sha1hex(seed), 1, 16)
-    redis.call('HSET', epoch_key, 'id', id, 'run', run_id or '')
+    redis.call('HSET', epoch_key, 'id', id, 'run', run_id or '', 'repl', replid or '')
     return id
+end
+
+-- Whether the epoch in ``epoch_key`` was made by another server than
+-- ``run_id``, ``replid``, or by this one before a promotion. An epoch made
+-- before the replication id was kept (no ``repl`` field) is judged by its
+-- run_id alone; a missing epoch is not foreign (it is made on first use).
+local function epoch_foreign(epoch_key, run_id, replid)
+    -- Two HGETs, not an HMGET: the documented ACL rule lists HGET (security.md).
+    local run = redis.call('HGET', epoch_key, 'run')
+    if run and run ~= run_id then
+        return true
+    end
+    local repl = redis.call('HGET', epoch_key, 'repl')
+    return repl and repl ~= replid or false
 end
 
 local function epoch_check(record, ttl)

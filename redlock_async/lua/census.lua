@@ -10,19 +10,20 @@
 --
 -- The epoch is made anew when missing (as any granting script would) and
 -- when the server answering is not the one that made it: a node restarted
--- from its append-only file, or a replica promoted by a failover, has the
--- old epoch in its data but may lack the last writes before it took over.
+-- from its append-only file, a replica promoted by a failover, or a primary
+-- failed over and back (the same run_id, a new replication id: epoch_run_id),
+-- has the old epoch in its data but may lack the last writes before it took over.
 -- The records made under the old epoch are deleted with it: a record alive
 -- must mean a view checked in the current epoch (_epoch.lua). (When INFO is
 -- refused, only a missing epoch is seen.)
-local run_id = epoch_run_id() -- _epoch.lua, prepended
+local run_id, replid = epoch_run_id() -- _epoch.lua, prepended
 local id = redis.call('HGET', KEYS[1], 'id')
-local fresh = not id or (run_id ~= nil and redis.call('HGET', KEYS[1], 'run') ~= run_id)
+local fresh = not id or (run_id ~= nil and epoch_foreign(KEYS[1], run_id, replid))
 local reply = {}
 local all = redis.call('HGETALL', KEYS[1])
 for i = 1, #all, 2 do
     local view = all[i]
-    if view ~= 'id' and view ~= 'run' then
+    if view ~= 'id' and view ~= 'run' and view ~= 'repl' then
         local record = KEYS[1] .. ':' .. view
         local left = redis.call('PTTL', record)
         if fresh or left <= 0 then
@@ -37,7 +38,7 @@ for i = 1, #all, 2 do
     end
 end
 if fresh then
-    id = epoch_make(KEYS[1], run_id)
+    id = epoch_make(KEYS[1], run_id, replid)
 end
 table.insert(reply, 1, id)
 return reply

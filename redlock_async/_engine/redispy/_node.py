@@ -179,7 +179,7 @@ class RedisPyNode:
         async with asyncio.timeout(self._stall):
             if not self.cross_slot and isinstance(command, SplitCommand):
                 # Keys of several slots: one single-slot call at a time.
-                return await command.split(self._call)
+                return await command.split(command.telling(self._call, self._index))
             keys = command.keys
             script = command.script
             if self.cluster and script.cluster is not None:
