@@ -23,6 +23,7 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -55,7 +56,8 @@ async def main(host, port, urls, tasks, seconds):
     start = time.monotonic()
     end = start + seconds
     await asyncio.gather(*(worker(w) for w in range(tasks)))
-    print(json.dumps(count / (time.monotonic() - start)))
+    import redlock_async
+    print(json.dumps([redlock_async.__file__, count / (time.monotonic() - start)]))
     await redlock.aclose()
     await client.aclose()
 
@@ -95,14 +97,20 @@ def main() -> None:
                             done = subprocess.run(
                                 command,
                                 env={"PYTHONPATH": tree, "PATH": "/usr/bin:/bin"},
+                                # Not the checkout: "-c" puts the working
+                                # directory first on the path, before the tree.
+                                cwd=tempfile.gettempdir(),
                                 capture_output=True,
                                 text=True,
                                 check=False,
                             )
                             if done.returncode:
                                 sys.exit(f"{tree}: {done.stderr[-2000:]}")
+                            where, rate = json.loads(done.stdout)
+                            if not where.startswith(tree + "/"):
+                                sys.exit(f"ran {where}, not the tree {tree}")
                             key = (loop, layout, tasks, index)
-                            rates.setdefault(key, []).append(json.loads(done.stdout))
+                            rates.setdefault(key, []).append(rate)
     finally:
         plain.close()
         cluster.close()
