@@ -307,3 +307,40 @@ async def test_a_multilock_refused_by_a_held_node_asks_no_census_of_its_other_sl
     assert made >= 20
     assert other.count - before == 0, f"{other.count - before} censuses for {made} attempts"
     del held
+
+
+async def test_a_multilock_sees_a_plain_node_restarted_from_disk(
+    redis_cluster: RedisClusterNodes, redis_nodes: RedisNodes
+) -> None:
+    # Beside a cluster a multilock runs a slot at a time on every node, plain
+    # ones too (RedisPyNode._call). Their parts grant, so each must go behind
+    # server_id.lua as a whole script would: A restarted from a snapshot has
+    # its epochs back but not the grant P1 holds, and its yes to the same
+    # Redlock (whose view still holds A's old epoch) must not count.
+    names = ["job", "other-1"]
+    assert len({key_slot(lock_key("redlock:", name)) for name in names}) == 2
+    a, c = redis_nodes
+    server = a.server
+    if not isinstance(server, RedisServer):
+        pytest.skip("restarts a local redis-server from its snapshot")
+    p1 = _redlock(redis_cluster, redis_nodes)
+    warm = p1.multilock(names, ttl=2.0, auto_extend=False)
+    assert await warm.acquire(timeout=5.0)  # both slots' views hold A's and C's epochs
+    await warm.release()
+    direct = redis.Redis(port=a.direct_port)
+    try:
+        direct.save()  # the epochs, no grant
+    finally:
+        direct.close()
+    c.refuse()  # C misses the grant, and keeps its data
+    held = p1.multilock(names, ttl=8.0, auto_extend=False)
+    started = asyncio.get_running_loop().time()
+    assert await held.acquire(timeout=5.0)  # on the cluster and A
+    a.kill()
+    server.launch()  # not restart(): that removes the snapshot
+    server.wait_ready(keep_port=True)
+    c.heal()
+    second = p1.multilock(names, ttl=8.0, auto_extend=False)
+    attempts, _ = await _refused_until(second, started + 8.0)
+    assert attempts >= 10
+    del held

@@ -86,7 +86,7 @@ class RedisPyNode:
         # nothing answered yet to show the node was working: silent_since).
         self._window = _FIRST_WINDOW
         # Plain clients are asked for their run_id with each granting script
-        # (see _run_watched); a cluster's INFO would answer for an arbitrary
+        # (see _watched); a cluster's INFO would answer for an arbitrary
         # shard, so not there.
         self.restarts = restarts if is_plain(client) else None
         # A cluster refuses a script whose keys live in different slots.
@@ -185,7 +185,7 @@ class RedisPyNode:
             if self.cluster and script.cluster is not None:
                 script = script.cluster  # a run_id check: no restart watch per shard
             if self.restarts is not None and script.grants:
-                return await self._run_watched(command, script)
+                return await self._watched(script, keys, command.args)
             try:
                 return await self._client.evalsha(
                     script.sha.decode(), len(keys), *keys, *command.args
@@ -202,14 +202,17 @@ class RedisPyNode:
             script = script.cluster
         if script.views and self._view_of is not None:
             args = (*args, self._view_of(keys))  # this part's slot's, not the command's
+        if self.restarts is not None and script.grants:
+            # A plain node beside a cluster (a multilock's part): unwatched, one
+            # restarted from disk would vote yes with its old epoch, lacking grants.
+            return await self._watched(script, keys, args)
         try:
             return await self._client.evalsha(script.sha.decode(), len(keys), *keys, *args)
         except self._noscript:
             return await self._client.eval(script.source.decode(), len(keys), *keys, *args)
 
-    async def _run_watched(self, command: Command, script: Script) -> object:
-        """A granting script behind ``server_id.lua`` on the same connection.
-
+    async def _watched(self, script: Script, keys: Sequence[bytes], args: Sequence[Arg]) -> object:
+        """A granting script (or split part) behind ``server_id.lua`` on one connection:
         redis-py reconnects on its own, so a restart can only be seen by
         asking: the pipeline keeps the two in order, so a vote from a server
         that just restarted is judged with that knowledge.
@@ -220,16 +223,15 @@ class RedisPyNode:
         Resending is safe for ordering here, unlike on the lean driver: the
         cleanup of this attempt is chained after this command's outcome.
         """
-        keys = command.keys
         pipe = self._client.pipeline(transaction=False)
         pipe.evalsha(SERVER_ID.sha.decode(), 0)
-        pipe.evalsha(script.sha.decode(), len(keys), *keys, *command.args)
+        pipe.evalsha(script.sha.decode(), len(keys), *keys, *args)
         server, result = await pipe.execute(raise_on_error=False)
         if isinstance(result, self._noscript):
             # The script did not run: both again, in order, as EVAL.
             pipe = self._client.pipeline(transaction=False)
             pipe.eval(SERVER_ID.source.decode(), 0)
-            pipe.eval(script.source.decode(), len(keys), *keys, *command.args)
+            pipe.eval(script.source.decode(), len(keys), *keys, *args)
             server, result = await pipe.execute(raise_on_error=False)
         elif isinstance(server, self._noscript):
             # The script ran but the server was not asked who it is: ask now.
