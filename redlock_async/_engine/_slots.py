@@ -181,8 +181,16 @@ class SlotEpochs:
             tally.when_settled(index, answered)
 
     def reset(self) -> None:
+        """The fan-outs moved to another loop or a forked child: those a
+        restart's hold waited for will never answer here, so the hold ends
+        (commands from now on carry views without the node, which answers
+        STALE until censuses read it again)."""
         for domain in self.domains.values():
             domain.reset()
+        for index, watch in enumerate(self._quorum.watches or ()):
+            if watch is not None and watch.held:
+                self._restarts[index] += 1  # an earlier hold's answers release nothing now
+                watch.release()
 
     def close(self) -> None:
         self.closed = True

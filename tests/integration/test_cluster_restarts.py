@@ -344,3 +344,34 @@ async def test_a_multilock_sees_a_plain_node_restarted_from_disk(
     attempts, _ = await _refused_until(second, started + 8.0)
     assert attempts >= 10
     del held
+
+
+async def test_a_restart_s_hold_ends_when_the_fan_outs_move_away(
+    redis_cluster: RedisClusterNodes, redis_nodes: RedisNodes
+) -> None:
+    # A plain node's restart holds its yes votes until the commands already
+    # sent to it have answered. After a fork (or a move to another loop) they
+    # never will: the hold must end there, or the node never votes again.
+    p1 = _redlock(redis_cluster, redis_nodes)
+    lock = p1.lock("job", ttl=3.0, auto_extend=False)
+    assert await lock.acquire()
+    await lock.release()
+    epochs = p1._core.epochs
+    assert isinstance(epochs, SlotEpochs)
+    watches = p1._core._quorum.watches
+    assert watches is not None
+    watch = watches[1]
+    assert watch is not None
+    a = redis_nodes[0]
+    a.pause()  # A's answer to the next attempt stays pending
+    try:
+        attempt = asyncio.ensure_future(lock.acquire(blocking=False))
+        assert await eventually(lambda: bool(p1._core._quorum.pending_on(1)))
+        epochs._restarted(1)  # as A's watch does on a new run_id
+        assert watch.held
+        epochs.reset()
+        assert not watch.held
+    finally:
+        a.resume()
+    if await attempt:
+        await lock.release()
