@@ -59,9 +59,8 @@ def _build_nodes(
     built = []
     seen: dict[Endpoint, str] = {}
     clusters: Clusters = []
-    lean = not any(is_cluster(spec) for spec in nodes)
     for spec in nodes:
-        node, identity = make_node(spec, config, ttls, lean=lean)
+        node, identity = make_node(spec, config, ttls)
         for endpoint in identity:
             other = seen.get(endpoint)
             if other is not None:

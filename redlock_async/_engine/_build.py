@@ -102,19 +102,15 @@ def owned_client(address: Address, node_timeout: float) -> Redis:
 
 
 def make_node(
-    spec: object, config: RedlockConfig, ttls: TtlLedger, *, lean: bool = True
+    spec: object, config: RedlockConfig, ttls: TtlLedger
 ) -> tuple[Node, frozenset[Endpoint]]:
-    """The node for ``spec`` and the identity of the server behind it.
-
-    ``lean=False``: a URL goes through redis-py too (beside a Redis Cluster
-    node, every node keeps the restart rule per hash slot: ``_slots.py``).
-    """
+    """The node for ``spec`` and the identity of the server behind it."""
     timeout = config.node_timeout
     if isinstance(spec, str):
         address = parse_url(spec)
         identity = node_identity(address.host, address.port, address.path)
         restarts = Restarts(address.display, ttls, config.quarantine_grace)
-        if not address.lean or not lean:
+        if not address.lean:
             # TLS and redis-py's parameters go through redis-py; the lean
             # driver speaks plain TCP and unix sockets, with db and AUTH only.
             client = owned_client(address, timeout)

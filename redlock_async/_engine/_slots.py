@@ -28,9 +28,9 @@ valid stays out of its slot's view until they have expired (it answers
 STALE) instead of having its yes votes refused: the client's restart
 watches are per node, not per slot.
 
-Every node of such a Redlock goes through redis-py (``_build.py``) and runs
-commands over several slots (a multilock's) one slot at a time, each part
-with its own slot's view (``RedisPyNode.use_slots``).
+Every node of such a Redlock runs commands over several slots (a
+multilock's) one slot at a time, each part with its own slot's view
+(``RedisPyNode.use_slots``; ``RespNode.use_slots``, ``resp/_split.py``).
 """
 
 from __future__ import annotations

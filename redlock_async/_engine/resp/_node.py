@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..._base._address import Address, connect
 from ..._base._errors import NodeConnectionError, NodeError, NodeResponseError, NodeTimeoutError
@@ -55,6 +55,7 @@ from ._encode import evalsha
 from ._handshake import Handshake
 from ._loader import ScriptLoads
 from ._pubsub import RespSubscriber
+from ._split import Turns
 
 __all__ = ["RespNode"]
 
@@ -136,6 +137,7 @@ class RespNode:
         self._tainted = False
         # The node went silent on us and has not answered since (see _send).
         self._silent = False
+        self._turns: Turns | None = None  # beside a Redis Cluster (use_slots)
 
     @property
     def name(self) -> str:
@@ -154,8 +156,20 @@ class RespNode:
     def bind(self, index: int) -> None:
         self.index = index
 
+    def use_slots(self, view_of: Callable[[Sequence[bytes]], bytes]) -> None:
+        """Beside a Redis Cluster node (``_slots.py``): commands over several
+        hash slots run a slot at a time, in order (``_split.py``); no batch renewal."""
+        self._turns = Turns(self.run_now, self.index, self.name, self._stall, view_of)
+        self.cross_slot = False
+
     def run(self, command: Command, sink: Sink) -> None:
         """Queue ``command``; ``sink`` is the fan-out's tally (its ``command``)."""
+        turns = self._turns
+        if turns is None or not turns.take(command, sink):
+            self.run_now(command, sink)
+
+    def run_now(self, command: Command, sink: Sink) -> None:
+        """:meth:`run`, never behind a split command (its own parts go here)."""
         payload = command.packed
         if payload is None:
             payload = command.packed = evalsha(command)
@@ -249,7 +263,7 @@ class RespNode:
             address = self._address
             if self._silent or self._tainted or address.db or address.auth_command() is not None:
                 try:
-                    caught_up = await self._caught_up(conn, handshake, loop)
+                    caught_up = await _caught_up(self, conn, handshake, loop)
                 except asyncio.CancelledError:  # closing: this connection is nobody's
                     conn.abort(NodeConnectionError(f"{self.name}: the Redlock is closed"))
                     raise
@@ -266,33 +280,6 @@ class RespNode:
             if command is not None:
                 scripts.ensure(conn, command.script)
             conn.send(payload, entry)
-
-    async def _caught_up(
-        self, conn: Conn, handshake: Handshake, loop: asyncio.AbstractEventLoop
-    ) -> bool:
-        """Hold new commands until the server answers on ``conn``.
-
-        The last connection died with commands unanswered, and the server may
-        still run them: a paused node reads them when it resumes. Cleanups
-        (resent releases) must run after them, so nothing but the handshake
-        goes out until the server has answered it - by then it has read the
-        old connection's commands too, in the same pass of its event loop.
-        """
-        try:
-            async with asyncio.timeout(self._stall):
-                await asyncio.shield(handshake.pinged)
-        except TimeoutError:
-            conn.abort(NodeTimeoutError(f"{self.name} answered nothing after reconnecting"))
-            self._silent = True
-        if not conn.answered or conn.transport is None or conn.error is not None:
-            error = conn.error or NodeConnectionError(f"connection to {self.name} lost")
-            if conn.transport is not None:
-                conn.abort(error)
-            self._down(loop, error)
-            self._fail_waiting(self._last_error)
-            return False
-        self._tainted = self._silent = False
-        return True
 
     def _down(self, loop: asyncio.AbstractEventLoop, error: NodeError) -> None:
         self._last_error = error
@@ -332,6 +319,8 @@ class RespNode:
 
     def reset(self) -> None:
         # Dropped, not closed: in a forked child these are the parent's.
+        if self._turns is not None:
+            self._turns.tasks = set()  # the old loop's
         self._conn = None
         self._connecting = None
         self._waiting = []
@@ -345,6 +334,8 @@ class RespNode:
 
     async def aclose(self) -> None:
         self._closed = True
+        if self._turns is not None:
+            self._turns.cancel()
         if self._connecting is not None:
             self._connecting.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -353,6 +344,34 @@ class RespNode:
         self._fail_waiting(error)
         if self._conn is not None:
             await self._conn.aclose(error, self._stall)
+
+
+async def _caught_up(
+    node: RespNode, conn: Conn, handshake: Handshake, loop: asyncio.AbstractEventLoop
+) -> bool:
+    """Hold ``node``'s new commands until the server answers on ``conn``.
+
+    The last connection died with commands unanswered, and the server may
+    still run them: a paused node reads them when it resumes. Cleanups
+    (resent releases) must run after them, so nothing but the handshake
+    goes out until the server has answered it - by then it has read the
+    old connection's commands too, in the same pass of its event loop.
+    """
+    try:
+        async with asyncio.timeout(node._stall):
+            await asyncio.shield(handshake.pinged)
+    except TimeoutError:
+        conn.abort(NodeTimeoutError(f"{node.name} answered nothing after reconnecting"))
+        node._silent = True
+    if not conn.answered or conn.transport is None or conn.error is not None:
+        error = conn.error or NodeConnectionError(f"connection to {node.name} lost")
+        if conn.transport is not None:
+            conn.abort(error)
+        node._down(loop, error)
+        node._fail_waiting(node._last_error)
+        return False
+    node._tainted = node._silent = False
+    return True
 
 
 def _start_using(nodes: Sequence[RespNode], script: Script) -> None:
