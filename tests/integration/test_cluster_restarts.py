@@ -19,9 +19,13 @@ import redis
 from redis.asyncio import RedisCluster
 
 from redlock_async import Redlock
+from redlock_async._base._errors import NodeConnectionError
 from redlock_async._base._keys import epoch_key, lock_key
+from redlock_async._engine._node import Command, Sink
 from redlock_async._engine._slots import SlotEpochs, key_slot, slot_tag
 from redlock_async._engine._tally import PENDING
+from redlock_async._engine.resp._node import RespNode
+from redlock_async._engine.resp._split import _Part
 from redlock_async.testing import RedisClusterNodes, RedisNodes
 from redlock_async.testing._server import RedisServer
 
@@ -393,3 +397,44 @@ async def test_a_restart_s_hold_ends_when_the_fan_outs_move_away(
         a.resume()
     if await attempt:
         await lock.release()
+
+
+async def test_a_split_failing_unsent_after_a_part_ran_still_gets_its_undo(
+    redis_cluster: RedisClusterNodes, redis_nodes: RedisNodes
+) -> None:
+    # A's connection breaks between two parts of a multilock's acquire: the
+    # second part is never written (A backs off), but the first one took its
+    # key there. The vote must not read "never sent" (Unsent): the attempt's
+    # undo would skip A, leaving the key to block the name for a whole ttl.
+    redlock = _redlock(redis_cluster, redis_nodes)
+    node = redlock._core.nodes[1]
+    assert isinstance(node, RespNode)
+    turns = node._turns
+    assert turns is not None
+    names = ["job", "other-1", "other-2"]
+    first, last = lock_key("redlock:", names[0]), lock_key("redlock:", names[-1])
+    send = turns._send
+    parts = 0
+
+    def breaking(command: Command, sink: Sink) -> None:
+        nonlocal parts
+        if isinstance(sink, _Part):
+            parts += 1
+            if parts == 2 and node._conn is not None:  # part 1 answered: A drops
+                node._conn.abort(NodeConnectionError("cut between two parts"))
+        send(command, sink)
+
+    turns._send = breaking
+    # C holds the last name: C refuses, so the attempt fails and is undone.
+    c = redis.Redis(port=redis_nodes[1].port)
+    a = redis.Redis(port=redis_nodes[0].port)
+    try:
+        c.set(last, b"someone-else", px=10_000)
+        multi = redlock.multilock(names, ttl=10.0, auto_extend=False)
+        assert not await multi.acquire(blocking=False)
+        # The undo reaches A once it takes commands again (resent).
+        assert await eventually(lambda: not a.exists(first), within=3.0)
+    finally:
+        turns._send = send
+        a.close()
+        c.close()

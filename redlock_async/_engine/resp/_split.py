@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from functools import partial
 
 from ..._base._errors import NodeConnectionError, NodeError, NodeTimeoutError
-from .._node import Arg, Command, Reply, Script, Sink, SplitCommand
+from .._node import Arg, Command, Reply, Script, Sink, SplitCommand, Unsent
 
 __all__ = ["Turns"]
 
@@ -76,10 +77,16 @@ class Turns:
             self._send(command, sink)
             return
         index, name = self._index, self._name
+        sent = [0]  # parts answered: they ran on the node
+        call = command.telling(partial(self._call, sent), index)
         try:
             async with asyncio.timeout(self._stall):
-                reply: object = await command.split(command.telling(self._call, index))
+                reply: object = await command.split(call)
         except NodeError as error:
+            if sent[0] and isinstance(error, Unsent):
+                # A later part was never written, but the ones before it ran
+                # (a key taken): not "never sent", or the undo skips this node.
+                error = _written(error)
             sink.settle(index, error)
             return
         except TimeoutError:
@@ -93,7 +100,9 @@ class Turns:
         else:
             sink.settle(index, NodeConnectionError(f"{name}: unexpected reply {reply!r}"))
 
-    async def _call(self, script: Script, keys: Sequence[bytes], args: Sequence[Arg]) -> object:
+    async def _call(
+        self, sent: list[int], script: Script, keys: Sequence[bytes], args: Sequence[Arg]
+    ) -> object:
         """One part: sent on the node's connection at once, its reply awaited."""
         if script.views:
             args = (*args, self._view_of(keys))  # this part's slot's view
@@ -103,9 +112,22 @@ class Turns:
         reply = await future
         if isinstance(reply, NodeError):
             raise reply  # the whole command's vote fails, as on redis-py
+        sent[0] += 1
         return reply
 
     def cancel(self) -> None:
         """Closing: every vote still waiting fails (cleanups queued still go)."""
         for task in tuple(self.tasks):
             task.cancel()
+
+
+def _written(error: NodeError) -> NodeError:
+    """``error`` without its :class:`Unsent` mark (of the type users know)."""
+    cls: type[NodeError] = NodeError
+    for base in type(error).__mro__:
+        if issubclass(base, NodeError) and not issubclass(base, Unsent):
+            cls = base  # unsent() marks a subclass of the original type
+            break
+    plain = cls(*error.args)
+    plain.__cause__ = error.__cause__
+    return plain
