@@ -438,3 +438,34 @@ async def test_a_split_failing_unsent_after_a_part_ran_still_gets_its_undo(
         turns._send = send
         a.close()
         c.close()
+
+
+async def test_aclose_still_sends_a_release_waiting_behind_a_split(
+    redis_cluster: RedisClusterNodes, redis_nodes: RedisNodes
+) -> None:
+    # A is paused under a multilock's acquire (its first part written, not
+    # answered); the release is queued behind it on A. aclose() must send it
+    # (as the lean driver sends every queued cleanup before closing), not
+    # cancel it: A resumes, runs the acquire, and the key would stay a ttl.
+    host, port = redis_cluster.startup_nodes[0]
+    client = RedisCluster(host=host, port=port)
+    redlock = Redlock([client, redis_nodes[0].url, redis_nodes[1].url], node_timeout=0.2)
+    _made.append((redlock, client))
+    names = ["job", "other-1", "other-2"]
+    a = redis.Redis(port=redis_nodes[0].port)
+    try:
+        multi = redlock.multilock(names, ttl=10.0, auto_extend=False)
+        assert await multi.acquire(blocking=False)  # warm: A's connection is up
+        await multi.release()
+        redis_nodes[0].pause()
+        assert await multi.acquire(blocking=False)  # the cluster and C
+        await multi.release()  # A's waits behind A's acquire
+        closing = asyncio.ensure_future(redlock.aclose())
+        await asyncio.sleep(0.4)  # A's votes have timed out: aclose() closes A
+        redis_nodes[0].resume()
+        await closing
+        keys = [lock_key("redlock:", name) for name in names]
+        assert await eventually(lambda: not a.exists(*keys), within=2.0)  # ttl 10 s
+    finally:
+        redis_nodes[0].resume()
+        a.close()

@@ -335,7 +335,7 @@ class RespNode:
     async def aclose(self) -> None:
         self._closed = True
         if self._turns is not None:
-            self._turns.cancel()
+            await self._turns.aclose(self._stall)  # its queue first: cleanups go out
         if self._connecting is not None:
             self._connecting.cancel()
             with contextlib.suppress(asyncio.CancelledError):

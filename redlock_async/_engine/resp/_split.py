@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 from ..._base._errors import NodeConnectionError, NodeError, NodeTimeoutError
-from .._node import Arg, Command, Reply, Script, Sink, SplitCommand, Unsent
+from .._node import Arg, Command, Reply, Script, Sink, SplitCommand, Unsent, unsent
 
 __all__ = ["Turns"]
 
@@ -72,7 +72,12 @@ class Turns:
         self, before: tuple[asyncio.Task[None], ...], command: Command, sink: Sink
     ) -> None:
         if before:
-            await asyncio.wait(before)
+            try:
+                await asyncio.wait(before)
+            except asyncio.CancelledError:  # closing: never written, its vote fails
+                error = NodeConnectionError(f"{self._name}: the Redlock is closed")
+                sink.settle(self._index, unsent(error))
+                raise
         if not isinstance(command, SplitCommand):
             self._send(command, sink)
             return
@@ -115,10 +120,18 @@ class Turns:
         sent[0] += 1
         return reply
 
-    def cancel(self) -> None:
-        """Closing: every vote still waiting fails (cleanups queued still go)."""
-        for task in tuple(self.tasks):
+    async def aclose(self, stall: float) -> None:
+        """Closing: what is queued still goes out (a release behind a split
+        too: cancelled, it would leave its key for a whole ttl) while the node
+        answers, up to ``stall`` s; then every vote still waiting fails."""
+        tasks = tuple(self.tasks)
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=stall)
+        for task in pending:
             task.cancel()
+        if pending:
+            await asyncio.wait(pending)
 
 
 def _written(error: NodeError) -> NodeError:
