@@ -320,7 +320,7 @@ class RespNode:
     def reset(self) -> None:
         # Dropped, not closed: in a forked child these are the parent's.
         if self._turns is not None:
-            self._turns.tasks = set()  # the old loop's
+            self._turns.reset()  # the old loop's tasks
         self._conn = None
         self._connecting = None
         self._waiting = []

@@ -55,6 +55,10 @@ class Turns:
         self._stall = stall
         self._view_of = view_of
         self.tasks: set[asyncio.Task[None]] = set()
+        # The latest task: the next one waits for it alone, a chain (each
+        # waiting for every task before it cost O(n^2): 4,000 commands queued
+        # behind a split took 21 s to drain).
+        self._last: asyncio.Task[None] | None = None
 
     def take(self, command: Command, sink: Sink) -> bool:
         """Run ``command`` in its turn if it is a split one or splits are
@@ -62,18 +66,18 @@ class Turns:
         task before it has ended, a split command a slot at a time."""
         if not self.tasks and not isinstance(command, SplitCommand):
             return False
-        before = tuple(self.tasks)
+        last = self._last
+        before = None if last is None or last.done() else last
         task = asyncio.get_running_loop().create_task(self._turn(before, command, sink))
         self.tasks.add(task)
+        self._last = task
         task.add_done_callback(self.tasks.discard)
         return True
 
-    async def _turn(
-        self, before: tuple[asyncio.Task[None], ...], command: Command, sink: Sink
-    ) -> None:
-        if before:
+    async def _turn(self, before: asyncio.Task[None] | None, command: Command, sink: Sink) -> None:
+        if before is not None:
             try:
-                await asyncio.wait(before)
+                await asyncio.wait((before,))
             except asyncio.CancelledError:  # closing: never written, its vote fails
                 error = NodeConnectionError(f"{self._name}: the Redlock is closed")
                 sink.settle(self._index, unsent(error))
@@ -119,6 +123,11 @@ class Turns:
             raise reply  # the whole command's vote fails, as on redis-py
         sent[0] += 1
         return reply
+
+    def reset(self) -> None:
+        """Another event loop, or a forked child: the old loop's tasks are dropped."""
+        self.tasks = set()
+        self._last = None
 
     async def aclose(self, stall: float) -> None:
         """Closing: what is queued still goes out (a release behind a split
