@@ -12,18 +12,21 @@ valid: the restarted shard answered for its slot with no memory of it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import pytest
 import redis
+from redis.asyncio import Redis as RedisAsync
 from redis.asyncio import RedisCluster
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from redlock_async import Redlock
 from redlock_async._base._errors import NodeConnectionError
 from redlock_async._base._keys import epoch_key, lock_key
-from redlock_async._engine._node import Command, Sink
+from redlock_async._engine._node import Arg, Command, Script, Sink
 from redlock_async._engine._slots import SlotEpochs, key_slot, slot_tag
 from redlock_async._engine._tally import PENDING
+from redlock_async._engine.redispy import RedisPyNode
 from redlock_async._engine.resp._node import RespNode
 from redlock_async._engine.resp._split import _Part
 from redlock_async.testing import RedisClusterNodes, RedisNodes
@@ -469,3 +472,42 @@ async def test_aclose_still_sends_a_release_waiting_behind_a_split(
     finally:
         redis_nodes[0].resume()
         a.close()
+
+
+async def test_a_redis_py_split_failing_to_connect_after_a_part_ran_gets_its_undo(
+    redis_cluster: RedisClusterNodes, redis_nodes: RedisNodes
+) -> None:
+    # The same through redis-py (a client passed in for A): a part that cannot
+    # even connect after an earlier part took its key is not "never sent".
+    host, port = redis_cluster.startup_nodes[0]
+    client = RedisCluster(host=host, port=port)
+    plain = RedisAsync(port=redis_nodes[0].port)
+    redlock = Redlock([client, plain, redis_nodes[1].url])
+    _made.append((redlock, client))
+    node = redlock._core.nodes[1]
+    assert isinstance(node, RedisPyNode)
+    call = node._call
+    parts = 0
+
+    async def refusing(script: Script, keys: Sequence[bytes], args: Sequence[Arg]) -> object:
+        nonlocal parts
+        parts += 1
+        if parts == 2:  # the first part ran: the next cannot connect
+            raise RedisConnectionError("Error 111 connecting to 127.0.0.1:1. Connection refused.")
+        return await call(script, keys, args)
+
+    node._call = refusing  # type: ignore[method-assign]
+    names = ["job", "other-1", "other-2"]
+    first, last = lock_key("redlock:", names[0]), lock_key("redlock:", names[-1])
+    c = redis.Redis(port=redis_nodes[1].port)
+    a = redis.Redis(port=redis_nodes[0].port)
+    try:
+        c.set(last, b"someone-else", px=10_000)  # C refuses: the attempt fails, undone
+        multi = redlock.multilock(names, ttl=10.0, auto_extend=False)
+        assert not await multi.acquire(blocking=False)
+        assert await eventually(lambda: not a.exists(first), within=3.0)
+    finally:
+        node._call = call  # type: ignore[method-assign]
+        a.close()
+        c.close()
+        await plain.aclose()

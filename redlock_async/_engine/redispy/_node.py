@@ -21,6 +21,7 @@ from ..._base._errors import NodeConnectionError, NodeResponseError
 from .._node import (
     SERVER_ID,
     Arg,
+    Call,
     Command,
     Reply,
     Script,
@@ -179,7 +180,7 @@ class RedisPyNode:
         async with asyncio.timeout(self._stall):
             if not self.cross_slot and isinstance(command, SplitCommand):
                 # Keys of several slots: one single-slot call at a time.
-                return await command.split(command.telling(self._call, self._index))
+                return await _split(command, self._call, self._index, self._name)
             keys = command.keys
             script = command.script
             if self.cluster and script.cluster is not None:
@@ -301,3 +302,25 @@ def _reply(value: object) -> Reply:
     if isinstance(value, str):  # a client created with decode_responses=True
         return value.encode()
     return NodeResponseError(f"unexpected reply type {type(value).__name__}")
+
+
+async def _split(command: SplitCommand, call: Call, index: int, name: str) -> object:
+    """``command`` a slot at a time on node ``index`` through ``call``.
+
+    A part that could not even connect after earlier parts ran is no "never
+    sent" failure: those parts took keys, and the undo skips a node whose
+    vote is marked unsent. Its error says the connection failed instead.
+    """
+    ran = [0]
+
+    async def part(script: Script, keys: Sequence[bytes], args: Sequence[Arg]) -> object:
+        reply = await call(script, keys, args)
+        ran[0] += 1
+        return reply
+
+    try:
+        return await command.split(command.telling(part, index))
+    except Exception as exc:
+        if ran[0] and never_sent(exc):
+            raise NodeConnectionError(f"{name}: {exc}") from exc
+        raise
