@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import threading
 import time
@@ -399,10 +400,14 @@ async def test_a_silent_node_does_not_pile_up_commands_waiting_for_room(
         # Stalled: each vote timed out, or (the last ones, on a loaded machine)
         # was failed by the drop itself; none was answered.
         assert all(isinstance(reply, NodeTimeoutError | NodeConnectionError) for reply in replies)
-        written, waited = replies[:3], replies[3:]  # an acquire and a release each
-        assert not any(isinstance(reply, Unsent) for reply in written)
+        # Room for 3 acquires and their releases at most; fewer when a timed
+        # out release's resend takes a place (a loaded machine, CI): the
+        # written ones come first, then every one that waited, never sent.
+        written = list(itertools.takewhile(lambda reply: not isinstance(reply, Unsent), replies))
+        waited = replies[len(written) :]
+        assert 1 <= len(written) <= 3, replies
         assert waited
-        assert all(isinstance(reply, Unsent) for reply in waited)
+        assert all(isinstance(reply, Unsent) for reply in waited), replies
         redis_nodes[0].resume()
     finally:
         await redlock.aclose()
