@@ -117,7 +117,7 @@ class Engine:
             self.epochs = slotted = SlotEpochs(self._quorum, key, drift)
             for node in self.nodes:
                 use_slots = getattr(node, "use_slots", None)
-                if use_slots is None:  # _build.py makes every node a redis-py one
+                if use_slots is None:  # both drivers' nodes have it; a test's stand-in may not
                     raise ConfigurationError(
                         f"node {node.name!r} cannot serve beside a Redis Cluster node"
                     )

@@ -187,7 +187,7 @@ class SplitCommand(Command):
     command's reply. Nodes that accept any keys run the script as usual.
     """
 
-    __slots__ = ("_stale", "split")
+    __slots__ = ("_ran", "_stale", "split")
 
     def __init__(
         self,
@@ -199,15 +199,23 @@ class SplitCommand(Command):
         super().__init__(script, keys, args)
         self.split = split
         # Per node that ran it split: the keys of the part that answered
-        # STALE (the split stops there), see stale_keys.
+        # STALE (the split stops there), see stale_keys; the nodes where a
+        # part of the current run answered, see ran.
         self._stale: dict[int, Sequence[bytes]] | None = None
+        self._ran: set[int] | None = None
 
     def telling(self, call: Call, index: int) -> Call:
         """``call`` for node ``index``'s run of ``split``: a part that answers
-        STALE is remembered with its keys (``stale_keys``)."""
+        STALE is remembered with its keys (``stale_keys``), and any part that
+        answers marks the run as having run there (``ran``)."""
+        if self._ran is not None:
+            self._ran.discard(index)  # this run's parts only (a cleanup may be resent)
 
         async def part(script: Script, keys: Sequence[bytes], args: Sequence[Arg]) -> object:
             reply = await call(script, keys, args)
+            if self._ran is None:
+                self._ran = set()
+            self._ran.add(index)
             if reply == STALE and type(reply) is int:
                 if self._stale is None:
                     self._stale = {}
@@ -223,6 +231,12 @@ class SplitCommand(Command):
         a node is kept out of one of them on purpose (``_epochs._Held``)."""
         found = None if self._stale is None else self._stale.get(index)
         return self.keys if found is None else found
+
+    def ran(self, index: int) -> bool:
+        """Whether a part of node ``index``'s current run answered: it ran there
+        and may have taken a key, so a later part that was never written does
+        not make the command "never sent" (the undo must not skip the node)."""
+        return self._ran is not None and index in self._ran
 
 
 class Sink(Protocol):

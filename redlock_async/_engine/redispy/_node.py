@@ -308,19 +308,13 @@ async def _split(command: SplitCommand, call: Call, index: int, name: str) -> ob
     """``command`` a slot at a time on node ``index`` through ``call``.
 
     A part that could not even connect after earlier parts ran is no "never
-    sent" failure: those parts took keys, and the undo skips a node whose
-    vote is marked unsent. Its error says the connection failed instead.
+    sent" failure (``SplitCommand.ran``): those parts took keys, and the undo
+    skips a node whose vote is marked unsent. Its error says the connection
+    failed instead.
     """
-    ran = [0]
-
-    async def part(script: Script, keys: Sequence[bytes], args: Sequence[Arg]) -> object:
-        reply = await call(script, keys, args)
-        ran[0] += 1
-        return reply
-
     try:
-        return await command.split(command.telling(part, index))
+        return await command.split(command.telling(call, index))
     except Exception as exc:
-        if ran[0] and never_sent(exc):
+        if never_sent(exc) and command.ran(index):
             raise NodeConnectionError(f"{name}: {exc}") from exc
         raise

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from functools import partial
 
 from ..._base._errors import NodeConnectionError, NodeError, NodeTimeoutError
 from .._node import Arg, Command, Reply, Script, Sink, SplitCommand, Unsent, unsent
@@ -86,13 +85,11 @@ class Turns:
             self._send(command, sink)
             return
         index, name = self._index, self._name
-        sent = [0]  # parts answered: they ran on the node
-        call = command.telling(partial(self._call, sent), index)
         try:
             async with asyncio.timeout(self._stall):
-                reply: object = await command.split(call)
+                reply: object = await command.split(command.telling(self._call, index))
         except NodeError as error:
-            if sent[0] and isinstance(error, Unsent):
+            if isinstance(error, Unsent) and command.ran(index):
                 # A later part was never written, but the ones before it ran
                 # (a key taken): not "never sent", or the undo skips this node.
                 error = _written(error)
@@ -109,9 +106,7 @@ class Turns:
         else:
             sink.settle(index, NodeConnectionError(f"{name}: unexpected reply {reply!r}"))
 
-    async def _call(
-        self, sent: list[int], script: Script, keys: Sequence[bytes], args: Sequence[Arg]
-    ) -> object:
+    async def _call(self, script: Script, keys: Sequence[bytes], args: Sequence[Arg]) -> object:
         """One part: sent on the node's connection at once, its reply awaited."""
         if script.views:
             args = (*args, self._view_of(keys))  # this part's slot's view
@@ -121,7 +116,6 @@ class Turns:
         reply = await future
         if isinstance(reply, NodeError):
             raise reply  # the whole command's vote fails, as on redis-py
-        sent[0] += 1
         return reply
 
     def reset(self) -> None:
