@@ -48,7 +48,7 @@ from ._epochs import Epochs
 if TYPE_CHECKING:
     from ._quorum import Quorum
 
-__all__ = ["SLOTS", "SlotEpochs", "key_slot", "slot_tag"]
+__all__ = ["SLOTS", "SlotEpochs", "key_slot", "slot_epoch_key", "slot_tag"]
 
 SLOTS = 16384
 
@@ -85,6 +85,11 @@ def slot_tag(slot: int) -> bytes:
     return _tags()[slot]
 
 
+def slot_epoch_key(key: bytes, slot: int) -> bytes:
+    """Slot ``slot``'s epoch hash, for the epoch key ``key`` (``<prefix>~epoch``)."""
+    return key + b"{" + slot_tag(slot) + b"}"
+
+
 class SlotEpochs:
     """One :class:`Epochs` per hash slot met, behind the interface of one."""
 
@@ -114,7 +119,7 @@ class SlotEpochs:
         """Slot ``slot``'s epochs, made on first use."""
         domain = self.domains.get(slot)
         if domain is None:
-            key = self._key + b"{" + slot_tag(slot) + b"}"
+            key = slot_epoch_key(self._key, slot)
             domain = self.domains[slot] = Epochs(self._quorum, key, self._drift, slotted=True)
             if self.closed:
                 domain.close()

@@ -24,7 +24,7 @@ from redlock_async import Redlock
 from redlock_async._base._errors import NodeConnectionError
 from redlock_async._base._keys import epoch_key, lock_key
 from redlock_async._engine._node import Arg, Command, Script, Sink
-from redlock_async._engine._slots import SlotEpochs, key_slot, slot_tag
+from redlock_async._engine._slots import SlotEpochs, key_slot, slot_epoch_key
 from redlock_async._engine._tally import PENDING
 from redlock_async._engine.redispy import RedisPyNode
 from redlock_async._engine.resp._node import RespNode
@@ -194,7 +194,7 @@ async def test_a_shard_restarted_from_disk_gets_a_new_epoch(
     assert await lock.acquire()
     await lock.release()
     slot = key_slot(lock_key("redlock:", "job"))
-    key = epoch_key("redlock:") + b"{" + slot_tag(slot) + b"}"
+    key = slot_epoch_key(epoch_key("redlock:"), slot)
     shard = redis.Redis(port=_owner(redis_cluster, "job").port)
     try:
         before = shard.hget(key, "id")
@@ -259,7 +259,7 @@ async def test_a_plain_node_restarted_from_disk_leaves_every_slot_s_view(
     assert await lock.acquire()
     await lock.release()
     slot = key_slot(lock_key("redlock:", "job"))
-    key = epoch_key("redlock:") + b"{" + slot_tag(slot) + b"}"
+    key = slot_epoch_key(epoch_key("redlock:"), slot)
     a = redis_nodes[0]
     direct = redis.Redis(port=a.direct_port)
     try:
