@@ -29,19 +29,17 @@ from .._base._errors import NodeError
 from .._base._timing import fair_heartbeat, retry_delay, validity
 from .._engine import (
     Admission,
-    Command,
     Engine,
     Subscription,
     Tally,
     WakeHub,
-    is_yes,
     vote_limit,
     when_done,
 )
 from ._commands import Commands, FairEntry, grant_keys
+from ._fence import fence as _fence
 from ._grant import Grant
 from ._outage import Outage
-from ._scripts import FENCE_RAISE
 
 __all__ = ["Failures", "Outcome", "acquire"]
 
@@ -142,7 +140,7 @@ async def acquire(
     behind: Tally | None = None
     # Refused but granted somewhere: maybe a split vote, undone unannounced.
     # One retry a jittered node_timeout later (``quick``), not a retry delay.
-    split = quick = False
+    split = quick = refreshed = False
     try:
         while True:
             if queued:
@@ -251,6 +249,16 @@ async def acquire(
                 # A yes may be among the votes still coming (refused at once on
                 # a quorum of noes): looked at once the quick retry is due (below).
                 split = not quick and (tally.yes > 0 or tally.missing > 0)
+                if not refreshed and epochs.refreshing(keys := grant_keys(commands)):
+                    # A node answered STALE: this Redlock's view of the epochs
+                    # was behind (a node lost its data; or another process's
+                    # census saw it first, and its notice refuses old views:
+                    # lua/_epoch.lua). Not the lock's refusal: once the census
+                    # is done, one attempt at once, one-shots included.
+                    refreshed = True
+                    until = span if deadline is None else deadline - engine.clock()
+                    await epochs.refreshed(min(span, max(0.0, until)), keys)
+                    continue
 
                 # Refused: what next.
                 if engine.closing:
@@ -373,26 +381,3 @@ def _unadmitted(engine: Engine, admission: Admission, failures: Failures | None)
         for node in engine.nodes
     }
     return None, errors, failures
-
-
-async def _fence(
-    engine: Engine, commands: Commands, tally: Tally, token: bytes
-) -> tuple[int | None, NodeErrors | None]:
-    """Choose the fencing token of a fresh grant and make it stick.
-
-    The token is the highest counter any granting node returned. Unless every
-    granting node returned that same value, it is written back to the granting
-    nodes' counters, and a quorum must confirm: then any later grant's quorum
-    meets a node whose counter is at least this token, and its own is greater.
-    """
-    granting = [i for i, reply in enumerate(tally.replies) if is_yes(reply)]
-    values = [tally.replies[i] for i in granting]
-    top = max(values)  # type: ignore[type-var]
-    assert isinstance(top, int)
-    if all(value == top for value in values):
-        return top, None
-    grant_key, counter = commands.fence_keys()
-    confirm = engine.fanout(Command(FENCE_RAISE, (grant_key, counter), (token, top)), only=granting)
-    if await confirm.decided:
-        return top, None
-    return None, confirm.errors()

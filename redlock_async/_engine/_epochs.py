@@ -58,7 +58,9 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from .._base._errors import NodeError
+from ._held import Held
 from ._node import CENSUS, Command, Reply
+from ._notices import census_args
 
 if TYPE_CHECKING:
     from ._quorum import Quorum
@@ -86,6 +88,23 @@ def lost_until(epoch: bytes, fields: list[Field]) -> float:
     return max((end for epochs, end in fields if epoch not in epochs), default=0.0)
 
 
+def _fields(answers: dict[int, tuple[list[object], float]], drift: float) -> list[Field]:
+    """The live record fields a census read that were written before some
+    node lost its data: every epoch in the others is still some node's."""
+    current = {reply[0] for reply, _ in answers.values()}
+    stretch = 1.0 + drift
+    fields: list[Field] = []
+    for reply, heard in answers.values():
+        pairs = reply[3:]  # after the epoch, the clock and the age (_notices.parse)
+        for view, ms in zip(pairs[::2], pairs[1::2], strict=False):
+            if not isinstance(view, bytes) or type(ms) is not int or ms <= 0:
+                continue
+            epochs = frozenset(view.split(b",")) - {b""}
+            if not epochs <= current:
+                fields.append((epochs, heard + ms / 1000.0 * stretch + _SLACK))
+    return fields
+
+
 class Epochs:
     """This Redlock's view of the nodes' epochs, and the censuses that update it."""
 
@@ -108,12 +127,15 @@ class Epochs:
         self._running = False  # a census is scheduled or in flight
         self._again = False  # a node answered STALE after it was sent
         self._waiters: list[asyncio.Future[None]] = []
+        # What the census sent next writes on the nodes, from the one just
+        # complete (_notices.py); empty for a census that follows none.
+        self._next: tuple[bytes, bytes] = (b"", b"")
         self.closed = False
         self.count = 0  # censuses sent (tests; the docs' cost figures)
         self.slotted = slotted
         # Slotted: nodes kept out of the view while grants they may have lost
         # can be valid: index -> (its epoch, loop time it may come in).
-        self.held = _Held(self)
+        self.held = Held(self.admit)
         # What the scripts get: the key of the view's record (lua/_epoch.lua);
         # no epoch known yet, so every node answers STALE until a census.
         self.view = b""
@@ -198,9 +220,20 @@ class Epochs:
         """
         if self.ready or self.closed:
             return
+        self.request()
+        await self.refreshed(wait)
+
+    def refreshing(self, keys: Sequence[bytes] = ()) -> bool:
+        """Whether censuses are under way (a node answered STALE: the view
+        is being read again)."""
+        return self._running and not self.closed
+
+    async def refreshed(self, wait: float, keys: Sequence[bytes] = ()) -> None:
+        """Until the censuses under way are done, ``wait`` s at most."""
+        if not self._running or self.closed:
+            return
         waiter = self._quorum.running_loop().create_future()
         self._waiters.append(waiter)
-        self.request()
         try:
             async with asyncio.timeout(wait):
                 await waiter
@@ -215,14 +248,11 @@ class Epochs:
         self.count += 1
         quorum = self._quorum
         loop = quorum.running_loop()
-        tally = quorum.fanout(Command(CENSUS, (self._key,), ()))
+        notice, self._next = self._next, (b"", b"")
+        sent = loop.time()
+        tally = quorum.fanout(Command(CENSUS, (self._key,), notice))
         answers: dict[int, tuple[list[object], float]] = {}
         left = [tally.n]
-
-        def finish() -> None:
-            if left[0] >= 0:
-                left[0] = -1  # once: after every answer, or at the deadline
-                self._finish(answers)
 
         def answer(index: int, reply: Reply) -> None:
             if isinstance(reply, list) and reply and isinstance(reply[0], bytes | str):
@@ -236,29 +266,22 @@ class Epochs:
                 if not left[0]:
                     finish()
 
+        def finish() -> None:
+            if left[0] >= 0:
+                left[0] = -1  # once: after every answer, or at the deadline
+                self._finish(answers, sent)
+
         for index in range(tally.n):
             tally.when_settled(index, partial(answer, index))
         tally.when_expired(finish)
 
-    def _finish(self, answers: dict[int, tuple[list[object], float]]) -> None:
+    def _finish(self, answers: dict[int, tuple[list[object], float]], sent: float) -> None:
         self._running = False
         if self.closed:
             return
         quorum = self._quorum
         now = quorum.running_loop().time()
-        current = {reply[0] for reply, _ in answers.values()}
-        stretch = 1.0 + self._drift
-        fields: list[Field] = []
-        for reply, heard in answers.values():
-            pairs = reply[1:]
-            for view, ms in zip(pairs[::2], pairs[1::2], strict=False):
-                if not isinstance(view, bytes) or type(ms) is not int or ms <= 0:
-                    continue
-                epochs = frozenset(view.split(b",")) - {b""}
-                # Only views written before some node lost its data matter:
-                # every epoch in the others is still some node's.
-                if not epochs <= current:
-                    fields.append((epochs, heard + ms / 1000.0 * stretch + _SLACK))
+        fields = _fields(answers, self._drift)
         # A census is not a snapshot: its read of one node may come before a
         # grant's write there, its read of another after that node lost the
         # grant. So an epoch enters the view only once the next census, sent
@@ -305,6 +328,7 @@ class Epochs:
             watch.release()
         self._set_view()
         if again or self._again:
+            self._next = census_args(answers, sent, quorum.n, self._drift)
             self.request()  # sent once this one is complete
             return
         self.ready = True
@@ -320,6 +344,7 @@ class Epochs:
         """The fan-outs moved to another loop or a forked child: what waited there is gone."""
         self._waiters = []
         self._running = self._again = False
+        self._next = (b"", b"")
         # Their timers were the old loop's: kept out, a node answers STALE
         # and the next census judges it again.
         self.held.clear()
@@ -328,59 +353,3 @@ class Epochs:
         self.closed = True
         self.held.clear(cancel=True)
         self._wake()
-
-
-class _Held:
-    """Slotted (``_slots.py``): the nodes kept out of one slot's view while
-    grants they may have lost can still be valid, and when each comes in.
-    Out of the view, a node answers STALE: none of its votes counts, and
-    nothing is written there."""
-
-    __slots__ = ("_epochs", "_timers", "ends")
-
-    def __init__(self, epochs: Epochs) -> None:
-        self._epochs = epochs
-        self.ends: dict[int, tuple[bytes, float]] = {}  # index -> (epoch, when it comes in)
-        self._timers: dict[int, asyncio.TimerHandle] = {}
-
-    def hold(self, index: int, epoch: bytes, until: float, now: float, name: str) -> None:
-        """Node ``index``, of ``epoch``, joins the view at loop time ``until``
-        (at once if that has passed; never earlier than a hold already set)."""
-        held = self.ends.get(index)
-        if held is not None and held[0] == epoch and held[1] >= until:
-            return
-        if until <= now:
-            self._epochs.ids[index] = epoch
-            return
-        if held is None:
-            _log.warning(
-                "redlock_async: %s lost its data while grants it may have held can still "
-                "be valid; its votes do not count for %.1fs",
-                name,
-                until - now,
-            )
-        self.drop(index)
-        self.ends[index] = (epoch, until)
-        loop = asyncio.get_running_loop()  # a census's reply: on the quorum's loop
-        self._timers[index] = loop.call_at(until, self._admit, index)
-
-    def _admit(self, index: int) -> None:
-        self._timers.pop(index, None)
-        held = self.ends.pop(index, None)
-        if held is not None:
-            self._epochs.admit(index, held[0])
-
-    def drop(self, index: int) -> None:
-        self.ends.pop(index, None)
-        timer = self._timers.pop(index, None)
-        if timer is not None:
-            timer.cancel()
-
-    def clear(self, *, cancel: bool = False) -> None:
-        """Forget every hold (``cancel``: their timers too; after a move to
-        another loop they are the old loop's, and never run)."""
-        if cancel:
-            for timer in self._timers.values():
-                timer.cancel()
-        self.ends.clear()
-        self._timers.clear()

@@ -228,7 +228,7 @@ class SplitCommand(Command):
         """The keys of node ``index``'s part that answered STALE, when it ran
         the command split: only that part's slot is read again. Every slot
         of the command would ask for a census on each attempt, however long
-        a node is kept out of one of them on purpose (``_epochs._Held``)."""
+        a node is kept out of one of them on purpose (``_held.Held``)."""
         found = None if self._stale is None else self._stale.get(index)
         return self.keys if found is None else found
 

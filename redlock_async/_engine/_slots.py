@@ -141,6 +141,15 @@ class SlotEpochs:
         elif pending:
             await asyncio.gather(*pending)
 
+    def refreshing(self, keys: Sequence[bytes] = ()) -> bool:
+        """Whether censuses of the slots of ``keys`` are under way."""
+        return any(self.domain(key_slot(key)).refreshing() for key in keys)
+
+    async def refreshed(self, wait: float, keys: Sequence[bytes] = ()) -> None:
+        """Until the censuses under way for the slots of ``keys`` are done."""
+        slots = {key_slot(key) for key in keys}
+        await asyncio.gather(*(self.domain(slot).refreshed(wait) for slot in slots))
+
     def stale(self, index: int, keys: Sequence[bytes] = ()) -> NodeError:
         """Node ``index`` answered STALE to a command over ``keys``: each of their
         slots reads the nodes again (of a split command, the keys of the part

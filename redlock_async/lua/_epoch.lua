@@ -19,10 +19,15 @@
 --               primary failed over and back)
 --       run     the run_id of the server that made ``id``
 --       repl    its replication id then (master_replid; epoch_run_id below)
+--       born    this node's clock (ms) when ``id`` was made: a census tells
+--               its age (census.lua)
 --       <view>  an index of the views with a record below (census.lua)
 --   <prefix>~epoch:<view>   a view's record: a string whose expiry says how
 --                           long grants made or renewed here with that view
 --                           may live
+--   <prefix>~epoch~notices  a hash, no expiry: the epochs a census heard,
+--                           written by the census sent once it had finished,
+--                           with this node's clock then (epoch_noticed)
 --
 -- A view is the caller's list of the nodes' epochs as a census last read
 -- them, ",id1,id2,...,"; every script here gets its record's key,
@@ -38,7 +43,8 @@
 --   set to 1.25 times that, so a steady stream of grants writes it about
 --   four times per ttl. The common case is one PTTL: a record alive here
 --   was made in this epoch, after the check (a census that makes a new
---   epoch deletes them all).
+--   epoch deletes them all). A view that must write its record also passes
+--   the notices (epoch_noticed): one refusing it answers STALE.
 --
 -- Why (the proof is in docs/guarantees.md): a grant still valid was last
 -- written on a quorum with some view V, and every node of it that voted
@@ -75,7 +81,8 @@ local function epoch_make(epoch_key, run_id, replid)
     local t = redis.call('TIME')
     local seed = (run_id or '') .. ':' .. t[1] .. ':' .. t[2] .. ':' .. epoch_key
     local id = string.sub(redis.sha1hex(seed), 1, 16)
-    redis.call('HSET', epoch_key, 'id', id, 'run', run_id or '', 'repl', replid or '')
+    local born = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    redis.call('HSET', epoch_key, 'id', id, 'run', run_id or '', 'repl', replid or '', 'born', born)
     return id
 end
 
@@ -93,6 +100,63 @@ local function epoch_foreign(epoch_key, run_id, replid)
     return repl and repl ~= replid or false
 end
 
+-- The node's clock in whole milliseconds.
+local function epoch_now()
+    local t = redis.call('TIME')
+    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Whether ``view`` and a notice's ``heard`` (both ",id1,id2,...,") each
+-- hold an epoch the other lacks. A view made before some node lost its data
+-- holds that node's old epoch, which no census hears any more, and lacks
+-- its new one, which the notice's census heard. A view that only lacks
+-- epochs (a node its census did not hear) or only adds some (a node the
+-- notice's did not hear) is no older than the notice.
+local function epoch_incomparable(view, heard)
+    local lacks = false
+    for epoch in string.gmatch(heard, '[^,]+') do
+        if not string.find(view, ',' .. epoch .. ',', 1, true) then
+            lacks = true
+            break
+        end
+    end
+    if not lacks then
+        return false
+    end
+    for epoch in string.gmatch(view, '[^,]+') do
+        if not string.find(heard, ',' .. epoch .. ',', 1, true) then
+            return true
+        end
+    end
+    return false
+end
+
+-- Whether a notice younger than 1.5 x ``need`` ms refuses ``view``.
+-- <epoch_key>~notices is a hash: each field the epochs one census heard,
+-- its value this node's clock (ms) when the census sent once that one had
+-- finished wrote it here (census.lua). A grant or renewal sent before some node lost its
+-- data, and written here only after such a census read this node, carries
+-- a view incomparable with the notice: refused, it cannot complete a quorum
+-- with the lost node's earlier yes that the census could not see (the
+-- straddle, docs/guarantees.md). It can only count if it lands within its
+-- own ttl of being sent, so a notice matters for that long at most. The
+-- window is half a need more: a record raised past a notice's window is
+-- then too short for a later grant with that view to skip the check.
+local function epoch_noticed(epoch_key, view, need)
+    local notices = redis.call('HGETALL', epoch_key .. '~notices')
+    if #notices == 0 then
+        return false
+    end
+    local now = epoch_now()
+    local window = need + math.ceil(need / 2)
+    for i = 1, #notices, 2 do
+        if now - tonumber(notices[i + 1]) < window and epoch_incomparable(view, notices[i]) then
+            return true
+        end
+    end
+    return false
+end
+
 local function epoch_check(record, ttl)
     local need = math.max(tonumber(ttl), 2000)
     if redis.call('PTTL', record) >= need then
@@ -102,6 +166,9 @@ local function epoch_check(record, ttl)
     local epoch_key, view = string.match(record, '^(.*~epoch[^:]*):(.*)$')
     local id = redis.call('HGET', epoch_key, 'id') or epoch_make(epoch_key, epoch_run_id())
     if not string.find(view, ',' .. id .. ',', 1, true) then
+        return false
+    end
+    if epoch_noticed(epoch_key, view, need) then
         return false
     end
     redis.call('SET', record, '1', 'PX', need + math.ceil(need / 4))

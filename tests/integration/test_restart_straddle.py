@@ -1,0 +1,174 @@
+"""A loss in the middle of a grant's writes (issue 25): the census notices.
+
+G's acquire reaches Y, Y then loses its data, and G's write on another node
+lands only after a newcomer's censuses have read that node. The censuses
+then see no record of G's view anywhere, Y is not suspect, and the newcomer
+is granted on Y and a third node while G, counting Y's earlier yes and the
+late one, holds the same name. Each complete census now leaves its heard
+epochs on the nodes as a notice (``lua/census.lua``), and a grant whose
+view is older than a notice - it holds an epoch the census no longer heard
+and lacks one it heard - is refused wherever it lands later
+(``epoch_noticed``, ``lua/_epoch.lua``; docs/guarantees.md).
+
+The schedules are made exact with the fault proxy, each process on routes
+of its own: G's path to B is cut (B never runs G's script, so no record of
+G's view is written there), its path to A delayed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+import redis.asyncio
+
+from redlock_async import Redlock
+from redlock_async._engine._epochs import Epochs
+from redlock_async._engine._tally import PENDING, is_yes
+from redlock_async.testing import ProxyListener, RedisNodes
+
+from ..conftest import eventually
+
+pytestmark = pytest.mark.parametrize("driver", ["resp", "redis-py"])
+
+MakeRouted = Callable[[list[ProxyListener], float], Redlock]
+
+
+@pytest.fixture
+async def routed(driver: str) -> AsyncIterator[MakeRouted]:
+    """Redlocks over proxy routes of their own, through ``driver``."""
+    made: list[Redlock] = []
+    clients: list[redis.asyncio.Redis] = []
+
+    def make(routes: list[ProxyListener], node_timeout: float) -> Redlock:
+        urls = [f"redis://127.0.0.1:{route.port}/0" for route in routes]
+        if driver == "resp":
+            redlock = Redlock(urls, node_timeout=node_timeout)
+        else:
+            new = [redis.asyncio.Redis.from_url(url) for url in urls]
+            clients.extend(new)
+            redlock = Redlock(new, node_timeout=node_timeout)
+        made.append(redlock)
+        return redlock
+
+    yield make
+    for redlock in made:
+        await redlock.aclose()
+    for client in clients:
+        await client.aclose()
+    await asyncio.sleep(0.05)
+
+
+async def test_a_grant_written_late_after_another_node_lost_it_is_refused(
+    redis_nodes: RedisNodes, routed: MakeRouted
+) -> None:
+    a, _, y = redis_nodes
+    g_routes, p_routes = redis_nodes.route(), redis_nodes.route()
+    g = routed(g_routes, 0.8)
+    p = routed(p_routes, 1.0)
+    await g._core.epochs.first(5.0)  # G's view: every node's epoch, no record yet
+    assert g._core.epochs.ready
+    g_routes[1].blackhole()
+    g_routes[0].delay(0.25)  # G's write reaches A 0.25 s late, its answer 0.5 s
+    held = g.lock("job", ttl=10.0, auto_extend=False)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    g_task = asyncio.ensure_future(held.acquire(blocking=False))
+    assert await eventually(lambda: bool(y.client().exists("redlock:{job}")))
+    y.client().flushall()  # Y loses G's key
+    await p._core.epochs.first(5.0)  # P's two censuses read A before G's write lands
+    assert p._core.epochs.ready
+    assert not a.client().exists("redlock:{job}"), "the schedule did not hold: G on A too early"
+    p_routes[0].delay(1.0)  # P's own write reaches A after G's
+    contender = p.lock("job", ttl=10.0, auto_extend=False)
+    p_granted = await contender.acquire(blocking=False)  # on Y and B
+    g_granted = await g_task
+    assert loop.time() < started + 9.0  # both grants, had they been made, still valid
+    assert not (p_granted and g_granted), "two holders: G counted Y's yes and A's late one"
+    assert p_granted, f"the newcomer was refused: {contender.errors}"
+    assert not g_granted
+
+
+async def test_a_node_that_lost_its_data_twice_leaves_no_notice_in_the_way(
+    redis_nodes: RedisNodes, routed: MakeRouted
+) -> None:
+    # Every notice refuses views older than it for up to 1.5 x max(ttl, 2 s).
+    # B loses its data twice in a row: the notice that heard its second epoch
+    # would refuse every view with its third. A census that heard every node
+    # drops the notices written before it was sent, so a newcomer is granted
+    # at once, with all three votes. (Nothing is granted before: no record
+    # keeps B out.)
+    a, b, _ = redis_nodes
+    for round_ in range(3):
+        if round_:
+            # Drops are conservative by a census's round trip: a notice
+            # written a moment before the loss would stay (for its window).
+            await asyncio.sleep(0.2)
+            b.client().flushall()
+        newcomer = routed(redis_nodes.route(), 0.25)
+        await newcomer._core.epochs.first(5.0)
+        assert newcomer._core.epochs.ready
+    lock = newcomer.lock("job", ttl=1.0, auto_extend=False)
+    assert await lock.acquire(blocking=False), lock.errors
+    assert lock._grant is not None
+    replies = lock._grant.acquired.replies
+    assert await eventually(lambda: all(reply is not PENDING for reply in replies))
+    assert all(is_yes(reply) for reply in replies), replies
+    await lock.release()
+    epochs = newcomer._core.epochs
+    assert isinstance(epochs, Epochs)
+    ids = epochs.ids
+    assert all(ids)
+    heard = b"," + b",".join(sorted(i for i in ids if i)) + b","
+    for node in (a, b):  # the last complete census's: older ones dropped
+        kept = node.client().hgetall("redlock:~epoch~notices")
+        assert list(kept) == [heard], kept
+
+
+async def test_a_process_with_an_old_view_is_granted_after_anothers_census(
+    redis_nodes: RedisNodes, routed: MakeRouted
+) -> None:
+    # P1's view predates B's loss; P2's census wrote a notice that refuses it
+    # on A and C, and B answers STALE: P1's one-shot attempt is refused
+    # everywhere, for its view. It reads the nodes again and makes one more
+    # attempt at once, and is granted.
+    p1 = routed(redis_nodes.route(), 0.25)
+    warm = p1.lock("warm", ttl=1.0, auto_extend=False)
+    assert await warm.acquire(blocking=False)
+    await warm.release()
+    await asyncio.sleep(2.6)  # the warm grant's records have expired: no fast path
+    redis_nodes[1].client().flushall()
+    p2 = routed(redis_nodes.route(), 0.25)
+    await p2._core.epochs.first(5.0)
+    count = p1._core.epochs.count
+    lock = p1.lock("job", ttl=1.0, auto_extend=False)
+    assert await lock.acquire(blocking=False), lock.errors
+    assert p1._core.epochs.count >= count + 2  # its view read again, then granted
+    await lock.release()
+
+
+async def test_a_notice_from_before_a_loss_does_not_keep_out_views_after_it(
+    redis_nodes: RedisNodes, routed: MakeRouted
+) -> None:
+    # P0's census left its notice {a, b, c}. C goes down and B loses its data:
+    # a newcomer's view {a, b'} is incomparable with that notice, and A would
+    # refuse it for 1.5 x max(ttl, 2 s). Its census did not hear every node,
+    # but it heard B's epoch made after P0's notice: that notice goes.
+    a, b, c = redis_nodes
+    p0 = routed(redis_nodes.route(), 0.25)
+    await p0._core.epochs.first(5.0)
+    assert len(a.client().hgetall("redlock:~epoch~notices")) == 1
+    await asyncio.sleep(0.2)  # drops are conservative by a round trip (above)
+    c.kill()
+    b.client().flushall()
+    p1 = routed(redis_nodes.route(), 0.25)
+    await p1._core.epochs.first(5.0)
+    lock = p1.lock("job", ttl=1.0, auto_extend=False)
+    assert await lock.acquire(blocking=False), lock.errors  # on A and B
+    await lock.release()
+    kept = a.client().hgetall("redlock:~epoch~notices")
+    assert len(kept) == 1, kept  # P0's is gone; P1's names A's epoch and B's new one
+    a_epoch = a.client().hget("redlock:~epoch", "id")
+    assert isinstance(a_epoch, bytes)
+    assert b"," + a_epoch + b"," in next(iter(kept))
