@@ -249,17 +249,6 @@ async def acquire(
                 # A yes may be among the votes still coming (refused at once on
                 # a quorum of noes): looked at once the quick retry is due (below).
                 split = not quick and (tally.yes > 0 or tally.missing > 0)
-                if not refreshed and epochs.refreshing(keys := grant_keys(commands)):
-                    # A node answered STALE: this Redlock's view of the epochs
-                    # was behind (a node lost its data; or another process's
-                    # census saw it first, and its notice refuses old views:
-                    # lua/_epoch.lua). Not the lock's refusal: once the census
-                    # is done, one attempt at once, one-shots included.
-                    refreshed = True
-                    until = span if deadline is None else deadline - engine.clock()
-                    await epochs.refreshed(min(span, max(0.0, until)), keys)
-                    continue
-
                 # Refused: what next.
                 if engine.closing:
                     engine.check_open()  # raises: nothing can be granted any more
@@ -274,6 +263,21 @@ async def acquire(
                     if rest is not None and rest <= _EARLY:
                         failures.unavailable = outage.limit
                         return None, errors, failures
+                if not refreshed and epochs.refreshing(keys := grant_keys(commands)):
+                    # A node answered STALE: this Redlock's view of the epochs
+                    # was behind (a node lost its data; or another process's
+                    # census saw it first, and its notice refuses old views:
+                    # lua/_epoch.lua). Not the lock's refusal: once the census
+                    # is done, one attempt at once, one-shots included - in
+                    # a one-shot's bound (docs/guarantees.md, "Liveness"): the
+                    # wait and the attempt within a vote's span of this one.
+                    refreshed = True
+                    if deadline is None and oneshot:
+                        deadline = started + span + engine.config.node_timeout
+                    until = span if deadline is None else (deadline - engine.clock()) / 2
+                    if until > _EARLY:
+                        await epochs.refreshed(min(span, until), keys)
+                        continue
                 if first:
                     first = False
                     if not blocking or limit == 0:
