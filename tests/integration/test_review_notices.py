@@ -189,3 +189,31 @@ async def test_first_census_on_a_new_loop_waits_for_nothing(
     assert took < 2.5, (
         f"the one-shot acquire took {took:.2f}s (node_timeout=5s): a census waited for in vain"
     )
+
+
+async def test_a_held_lock_is_lost_when_another_process_saw_a_loss_it_cannot_see(
+    redis_nodes: RedisNodes, routed: MakeRouted
+) -> None:
+    # P1 holds an auto-renewed lock on A, B and C. P1 cannot reach C any
+    # more (C is the one faulty node: silent to P1, then it loses its data);
+    # A and B are healthy and reachable. P2 starts: its censuses hear C's
+    # new epoch c', and its notice {a, b, c'} lands on every node. P1's view
+    # {a, b, c} is incomparable with it, so A and B answer P1's renewals
+    # STALE (the record of P1's view needs rewriting about every ttl/4), and
+    # P1's census cannot change that: it does not hear C. The lock is lost
+    # within a ttl although a healthy majority, A and B, never refused it.
+    # Before 2316bf4 (no notices), A and B renew it.
+    _, _, c = redis_nodes
+    p1_routes = redis_nodes.route()
+    p1 = routed(p1_routes, 0.25)
+    lock = p1.lock("job", ttl=2.0)  # auto_extend
+    assert await lock.acquire(blocking=False), lock.errors
+    p1_routes[2].blackhole()  # P1 cannot reach C from now on
+    c.client().flushall()  # C loses its data (P1's key there too)
+    p2 = routed(redis_nodes.route(), 0.25)
+    await p2._core.epochs.first(5.0)  # its notice {a, b, c'}: on A, B, C
+    assert p2._core.epochs.ready
+    await asyncio.sleep(3 * 2.0)  # three ttls: every renewal on A and B took the slow path
+    assert not lock.lost, [str(error) for error in lock.errors.values()]
+    assert lock.held
+    await lock.release()
