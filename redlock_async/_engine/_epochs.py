@@ -220,6 +220,7 @@ class Epochs:
         """
         if self.ready or self.closed:
             return
+        self._quorum.running_loop()  # first: a loop moved to resets a census left running
         self.request()
         await self.refreshed(wait)
 
@@ -345,6 +346,7 @@ class Epochs:
         self._waiters = []
         self._running = self._again = False
         self._next = (b"", b"")
+        self.candidates = [None] * self._quorum.n  # their census's notice went with _next
         # Their timers were the old loop's: kept out, a node answers STALE
         # and the next census judges it again.
         self.held.clear()
