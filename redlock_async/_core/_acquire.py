@@ -264,11 +264,12 @@ async def acquire(
                         failures.unavailable = outage.limit
                         return None, errors, failures
                 if not refreshed and epochs.refreshing(keys := grant_keys(commands)):
-                    # A node answered STALE: this Redlock's view of the epochs
-                    # was behind (a node lost its data; or another process's
-                    # census saw it first, and its notice refuses old views:
-                    # lua/_epoch.lua). Not the lock's refusal: once the census
-                    # is done, one attempt at once, one-shots included - in
+                    # A census is under way: a node answered STALE (to this
+                    # attempt or another) and this Redlock's view of the
+                    # epochs may be behind (a node lost its data; or another
+                    # process's census saw it first, and its notice refuses
+                    # old views: lua/_epoch.lua). Once the census is done, one
+                    # attempt more at once, one-shots included - in
                     # a one-shot's bound (docs/guarantees.md, "Liveness"): the
                     # wait and the attempt within a vote's span of this one.
                     refreshed = True

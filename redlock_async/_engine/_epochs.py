@@ -40,6 +40,16 @@ the census live on Y's current epoch: losing them takes a new epoch, a
 STALE answer, and another census. No clock is compared across nodes: each
 field's remaining life is read on its own node's clock.
 
+A census reads each node once, but not all at one instant: a grant sent
+before Y's loss may land on another node X after the census read X, so no
+record of it is seen. The census sent after a finished one therefore
+leaves that one's heard epochs on every node as a notice, and a script that
+must write its view's record refuses a view older than a notice
+(``_notices.py``, ``epoch_noticed`` in ``lua/_epoch.lua``). A census also
+drops the nodes it did not hear from the view: one that lost its data
+while out of reach has a new epoch this Redlock cannot learn, and the
+notices naming it would refuse a view with its old one.
+
 Availability: a node that lost nothing that may still be valid votes again
 as soon as the census is done; a suspect one, when the last view that may
 cover its lost grants expires: 1.25 x max(ttl, 2 s) after the last grant
@@ -53,7 +63,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -64,6 +74,7 @@ from ._notices import census_args
 
 if TYPE_CHECKING:
     from ._quorum import Quorum
+    from ._tally import Tally
 
 __all__ = ["Epochs", "lost_until"]
 
@@ -72,6 +83,9 @@ _log = logging.getLogger("redlock_async.node")
 # Record values are whole milliseconds and each node reads its clock once
 # per script: a field's end is stretched by this much more.
 _SLACK = 0.002
+
+Answers = dict[int, tuple[list[object], float]]
+"""A census's answers by node index, each with the loop time it came."""
 
 Field = tuple[frozenset[bytes], float]
 """A live record field written before some node lost its data: the epochs
@@ -88,7 +102,37 @@ def lost_until(epoch: bytes, fields: list[Field]) -> float:
     return max((end for epochs, end in fields if epoch not in epochs), default=0.0)
 
 
-def _fields(answers: dict[int, tuple[list[object], float]], drift: float) -> list[Field]:
+def _collect(
+    tally: Tally, loop: asyncio.AbstractEventLoop, done: Callable[[Answers], None]
+) -> None:
+    """Gather a census's answers, each with the loop time it came; ``done``
+    once, after every node answered or at the tally's deadline."""
+    answers: Answers = {}
+    left = [tally.n]
+
+    def answer(index: int, reply: Reply) -> None:
+        if isinstance(reply, list) and reply and isinstance(reply[0], bytes | str):
+            # A client made with decode_responses=True answers in str.
+            reply = [x.encode() if isinstance(x, str) else x for x in reply]
+            answers[index] = (reply, loop.time())
+        elif isinstance(reply, NodeError):
+            _log.debug("redlock_async: census: %s", reply)
+        if left[0] > 0:
+            left[0] -= 1
+            if not left[0]:
+                finish()
+
+    def finish() -> None:
+        if left[0] >= 0:
+            left[0] = -1  # once: after every answer, or at the deadline
+            done(answers)
+
+    for index in range(tally.n):
+        tally.when_settled(index, partial(answer, index))
+    tally.when_expired(finish)
+
+
+def _fields(answers: Answers, drift: float) -> list[Field]:
     """The live record fields a census read that were written before some
     node lost its data: every epoch in the others is still some node's."""
     current = {reply[0] for reply, _ in answers.values()}
@@ -252,31 +296,9 @@ class Epochs:
         notice, self._next = self._next, (b"", b"")
         sent = loop.time()
         tally = quorum.fanout(Command(CENSUS, (self._key,), notice))
-        answers: dict[int, tuple[list[object], float]] = {}
-        left = [tally.n]
+        _collect(tally, loop, lambda answers: self._finish(answers, sent))
 
-        def answer(index: int, reply: Reply) -> None:
-            if isinstance(reply, list) and reply and isinstance(reply[0], bytes | str):
-                # A client made with decode_responses=True answers in str.
-                reply = [x.encode() if isinstance(x, str) else x for x in reply]
-                answers[index] = (reply, loop.time())
-            elif isinstance(reply, NodeError):
-                _log.debug("redlock_async: census: %s", reply)
-            if left[0] > 0:
-                left[0] -= 1
-                if not left[0]:
-                    finish()
-
-        def finish() -> None:
-            if left[0] >= 0:
-                left[0] = -1  # once: after every answer, or at the deadline
-                self._finish(answers, sent)
-
-        for index in range(tally.n):
-            tally.when_settled(index, partial(answer, index))
-        tally.when_expired(finish)
-
-    def _finish(self, answers: dict[int, tuple[list[object], float]], sent: float) -> None:
+    def _finish(self, answers: Answers, sent: float) -> None:
         self._running = False
         if self.closed:
             return
@@ -290,6 +312,13 @@ class Epochs:
         # follows the loss, and its records cover every grant written before.
         watches = quorum.watches
         again = False
+        for index in range(quorum.n) if answers else ():
+            if index not in answers:
+                # Not heard: out of the view (it answers STALE) until two
+                # censuses in a row hear it. If it lost its data, another
+                # process's notice names its new epoch, which this one
+                # cannot learn, and refuses any view with its old one.
+                self.ids[index] = self.candidates[index] = None
         for index, (reply, _) in answers.items():
             epoch = reply[0]
             assert isinstance(epoch, bytes)

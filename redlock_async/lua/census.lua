@@ -10,7 +10,7 @@
 -- ARGV[2]  optional: ",id=ms,...", for each epoch that census heard, a time
 --          on that node's clock; the node whose epoch it is drops the
 --          notices written before then, as the new one refuses every view
---          they did, for longer (redlock_async/_engine/_notices.py: when)
+--          they did, for longer (census_args in redlock_async/_engine/_notices.py)
 --
 -- Returns {epoch, now, age, view_1, left_1, view_2, left_2, ...}: this
 -- node's epoch, its clock (ms), how long ago (ms) the epoch was made (-1:

@@ -4,11 +4,12 @@ G's acquire reaches Y, Y then loses its data, and G's write on another node
 lands only after a newcomer's censuses have read that node. The censuses
 then see no record of G's view anywhere, Y is not suspect, and the newcomer
 is granted on Y and a third node while G, counting Y's earlier yes and the
-late one, holds the same name. Each complete census now leaves its heard
-epochs on the nodes as a notice (``lua/census.lua``), and a grant whose
-view is older than a notice - it holds an epoch the census no longer heard
-and lacks one it heard - is refused wherever it lands later
-(``epoch_noticed``, ``lua/_epoch.lua``; docs/guarantees.md).
+late one, holds the same name. Each census sent once another had finished
+now leaves the epochs that one heard on the nodes as a notice
+(``lua/census.lua``), and a grant whose view is older than a notice - it
+holds an epoch the census no longer heard and lacks one it heard - is
+refused wherever it lands later (``epoch_noticed``, ``lua/_epoch.lua``;
+docs/guarantees.md).
 
 The schedules are made exact with the fault proxy, each process on routes
 of its own: G's path to B is cut (B never runs G's script, so no record of

@@ -1,8 +1,11 @@
-"""Review of issue 25 (census notices): reproducers of what the review found.
+"""Census notices together with the rest (issue 25), found by an outside review.
 
-Each test here is named for the finding it shows; see the review report.
-The fixtures are test_restart_straddle.py's: each process on proxy routes
-of its own, so that a schedule is exact.
+A loop move in the middle of a census chain (two holders before the fix:
+the notice was dropped, the candidates kept), the first census on a new
+loop (waited for in vain), and a held lock whose holder cannot hear the
+node that lost its data (lost before the fix: another process's notice
+refused its view). The fixtures are test_restart_straddle.py's: each
+process on proxy routes of its own, so that a schedule is exact.
 """
 
 from __future__ import annotations
@@ -202,10 +205,6 @@ async def test_first_census_on_a_new_loop_waits_for_nothing(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (review of 2316bf4): a notice refuses a view it cannot tell from a straddler's",
-)
 async def test_a_held_lock_is_lost_when_another_process_saw_a_loss_it_cannot_see(
     redis_nodes: RedisNodes, routed: MakeRouted
 ) -> None:
@@ -216,8 +215,9 @@ async def test_a_held_lock_is_lost_when_another_process_saw_a_loss_it_cannot_see
     # {a, b, c} is incomparable with it, so A and B answer P1's renewals
     # STALE (the record of P1's view needs rewriting about every ttl/4), and
     # P1's census cannot change that: it does not hear C. The lock is lost
-    # within a ttl although a healthy majority, A and B, never refused it.
-    # Before 2316bf4 (no notices), A and B renew it.
+    # within a ttl although a healthy majority, A and B, never refused it -
+    # unless, as now, a census drops from the view the nodes it did not hear:
+    # P1's view becomes {a, b}, which the notice does not refuse.
     _, _, c = redis_nodes
     p1_routes = redis_nodes.route()
     p1 = routed(p1_routes, 0.25)
