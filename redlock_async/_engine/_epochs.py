@@ -170,6 +170,7 @@ class Epochs:
         self.ready = False
         self._running = False  # a census is scheduled or in flight
         self._again = False  # a node answered STALE after it was sent
+        self._stale: set[int] = set()  # nodes that answered STALE since the last census
         self._waiters: list[asyncio.Future[None]] = []
         # What the census sent next writes on the nodes, from the one just
         # complete (_notices.py); empty for a census that follows none.
@@ -204,10 +205,11 @@ class Epochs:
                 f"{name} lost its data while grants it may have held can still be valid; "
                 f"its votes count again in {max(left, 0.0):.1f}s"
             )
+        self._stale.add(index)
         self.request()
         return NodeError(
-            f"{name}: its epoch changed (it lost its data: a restart?) since this Redlock "
-            "last read the nodes' records; its votes count again after a census"
+            f"{name}: its epoch changed (it lost its data: a restart?), or another process "
+            "saw a node's that this Redlock has not; its votes count again after a census"
         )
 
     def _restarted(self, index: int) -> None:
@@ -294,11 +296,12 @@ class Epochs:
         quorum = self._quorum
         loop = quorum.running_loop()
         notice, self._next = self._next, (b"", b"")
+        stale, self._stale = self._stale, set()
         sent = loop.time()
         tally = quorum.fanout(Command(CENSUS, (self._key,), notice))
-        _collect(tally, loop, lambda answers: self._finish(answers, sent))
+        _collect(tally, loop, lambda answers: self._finish(answers, sent, stale))
 
-    def _finish(self, answers: Answers, sent: float) -> None:
+    def _finish(self, answers: Answers, sent: float, stale: set[int]) -> None:
         self._running = False
         if self.closed:
             return
@@ -312,13 +315,17 @@ class Epochs:
         # follows the loss, and its records cover every grant written before.
         watches = quorum.watches
         again = False
-        for index in range(quorum.n) if answers else ():
-            if index not in answers:
-                # Not heard: out of the view (it answers STALE) until two
-                # censuses in a row hear it. If it lost its data, another
-                # process's notice names its new epoch, which this one
-                # cannot learn, and refuses any view with its old one.
-                self.ids[index] = self.candidates[index] = None
+        if any(self.ids[i] == reply[0] for i, (reply, _) in answers.items() if i in stale):
+            # A node answered STALE with its epoch unchanged: a notice refused
+            # the view (lua/_epoch.lua). It names the new epoch of a node
+            # that lost its data, which this census did not hear; so the
+            # nodes not heard leave the view (they answer STALE until two
+            # censuses in a row hear them), or it stays refused. Only then:
+            # a view short of a node makes that node look lost to others.
+            for index in range(quorum.n):
+                if index not in answers:
+                    self.ids[index] = self.candidates[index] = None
+                    self.held.drop(index)
         for index, (reply, _) in answers.items():
             epoch = reply[0]
             assert isinstance(epoch, bytes)
@@ -375,6 +382,7 @@ class Epochs:
         self._waiters = []
         self._running = self._again = False
         self._next = (b"", b"")
+        self._stale = set()
         self.candidates = [None] * self._quorum.n  # their census's notice went with _next
         # Their timers were the old loop's: kept out, a node answers STALE
         # and the next census judges it again.

@@ -1,20 +1,21 @@
-"""A census takes the nodes it did not hear out of the view (e8f6863), found
-by an outside review: what that costs inside the model.
+"""Nodes a census did not hear stay in the view (issue 25), unless a notice
+refused it - found by an outside review of a version that always dropped them.
 
-Before e8f6863 a node missing from one census kept its place in the view;
-now any node down or silent during any census leaves it, and the views
-made meanwhile lack it. Two things then read those views as "made before a
-loss" once another node is missing from a later census:
+That version took every node missing from a census out of the view, so
+any node down or silent during any census left it, and the views made
+meanwhile lacked it. Two things then read those views as "made before a
+loss" once another node was missing from a later census:
 - a census cannot tell "lacks B" from "held B's old epoch", and counts the
   epochs it did not hear as lost: ``lost_until`` makes B suspect for the
   life of a record lacking b (1.25 x max(ttl, 2 s));
 - a census's notice lacking one node is incomparable with a later view
   lacking another: STALE wherever the record must be written, for
   1.5 x max(ttl, 2 s) - the process's own notice included.
-With one node faulty at a time (three nodes), or two (five), nothing is
-granted for every name (first test), and a held, renewed lock is lost
-(second). Each passes with the unheard-node loop in ``Epochs._finish``
-planted out.
+With one node faulty at a time (three nodes), or two (five), nothing was
+granted for any name (first test), and a held, renewed lock was lost
+(second). Now unheard nodes leave the view only when a node answered STALE
+with its epoch unchanged - a notice refused the view - which
+test_restart_notices.py's held-lock test needs.
 
 The fixtures are test_restart_straddle.py's: each process on proxy routes
 of its own, so that a schedule is exact.
