@@ -45,10 +45,11 @@ before Y's loss may land on another node X after the census read X, so no
 record of it is seen. The census sent after a finished one therefore
 leaves that one's heard epochs on every node as a notice, and a script that
 must write its view's record refuses a view older than a notice
-(``_notices.py``, ``epoch_noticed`` in ``lua/_epoch.lua``). A census also
-drops the nodes it did not hear from the view: one that lost its data
+(``_notices.py``, ``epoch_noticed`` in ``lua/_epoch.lua``). When a notice
+refused the view (a node answered STALE, its epoch unchanged), the census
+also drops the nodes it did not hear from the view: one that lost its data
 while out of reach has a new epoch this Redlock cannot learn, and the
-notices naming it would refuse a view with its old one.
+notice naming it would refuse a view with its old one.
 
 Availability: a node that lost nothing that may still be valid votes again
 as soon as the census is done; a suspect one, when the last view that may
