@@ -19,6 +19,9 @@ keeps one), and every lock test over both node drivers (``[resp]``,
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
+import warnings
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
@@ -28,11 +31,13 @@ import redis.asyncio
 
 from redlock_async import Redlock
 from redlock_async._base._observe import reset_limits
-from redlock_async.testing import RedisNode, RedisNodes
+from redlock_async.testing import ProxyListener, RedisNode, RedisNodes
 
 from ._loops import LOOPS, LoopFactory
 
 MakeRedlock = Callable[..., Redlock]
+MakeRouted = Callable[[list[ProxyListener], float], Redlock]
+"""``routed``: a Redlock over these proxy routes, with this node_timeout."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -144,17 +149,12 @@ async def make_redlock(driver: str, redis_nodes: RedisNodes) -> AsyncIterator[Ma
 
     def make(nodes: Sequence[RedisNode] | None = None, **kwargs: Any) -> Redlock:
         group = redis_nodes if nodes is None else nodes
-        if driver == "resp":
-            redlock = Redlock([node.url for node in group], **kwargs)
-        else:
+        if driver != "resp":
             # redis-py opens a pooled connection per concurrent command (each
             # with a handshake of its own), through the fault proxy, on two
             # busy cores: give it more than the 50 ms default per command.
             kwargs.setdefault("node_timeout", 0.25)
-            # No socket_timeout on purpose: the library must bound commands itself.
-            new = [redis.asyncio.Redis.from_url(node.url) for node in group]
-            clients.extend(new)
-            redlock = Redlock(new, **kwargs)
+        redlock = _build(driver, [node.url for node in group], clients, **kwargs)
         made.append(redlock)
         return redlock
 
@@ -166,6 +166,45 @@ async def make_redlock(driver: str, redis_nodes: RedisNodes) -> AsyncIterator[Ma
     # redis-py closes some sockets without waiting for them: let the loop
     # finish closing them before pytest-asyncio closes the loop.
     await asyncio.sleep(0.05)
+
+
+def _build(
+    driver: str, urls: list[str], clients: list[redis.asyncio.Redis], **kwargs: Any
+) -> Redlock:
+    """A Redlock over ``urls`` through ``driver``: the URLs themselves (the
+    lean driver), or redis-py clients made from them, added to ``clients``."""
+    if driver == "resp":
+        return Redlock(urls, **kwargs)
+    # No socket_timeout on purpose: the library must bound commands itself.
+    new = [redis.asyncio.Redis.from_url(url) for url in urls]
+    clients.extend(new)
+    return Redlock(new, **kwargs)
+
+
+@pytest.fixture
+async def routed(driver: str) -> AsyncIterator[MakeRouted]:
+    """Redlocks over fault-proxy routes of their own (``RedisNodes.route()``),
+    one per process of a schedule, through ``driver``, with ``node_timeout``."""
+    made: list[Redlock] = []
+    clients: list[redis.asyncio.Redis] = []
+
+    def make(routes: list[ProxyListener], node_timeout: float) -> Redlock:
+        urls = [f"redis://127.0.0.1:{route.port}/0" for route in routes]
+        redlock = _build(driver, urls, clients, node_timeout=node_timeout)
+        made.append(redlock)
+        return redlock
+
+    yield make
+    # A test may have used them on event loops it ran and closed itself.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        for redlock in made:
+            await redlock.aclose()
+        for client in clients:
+            with contextlib.suppress(RuntimeError):  # used last on a loop now closed
+                await client.aclose()
+        await asyncio.sleep(0.05)
+        gc.collect()
 
 
 @pytest.fixture

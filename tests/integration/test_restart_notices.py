@@ -12,56 +12,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import time
 import warnings
-from collections.abc import AsyncIterator, Callable
 
 import pytest
-import redis.asyncio
 
 from redlock_async import Redlock
 from redlock_async._engine._epochs import Epochs
-from redlock_async.testing import ProxyListener, RedisNodes
+from redlock_async.testing import RedisNodes
 
-from ..conftest import eventually
+from ..conftest import MakeRouted, eventually
 
 pytestmark = [
     pytest.mark.parametrize("driver", ["resp", "redis-py"]),
     # P's loops end with its connections and census tasks still open there.
     pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
 ]
-
-MakeRouted = Callable[[list[ProxyListener], float], Redlock]
-
-
-@pytest.fixture
-async def routed(driver: str) -> AsyncIterator[MakeRouted]:
-    """Redlocks over proxy routes of their own, through ``driver``."""
-    made: list[Redlock] = []
-    clients: list[redis.asyncio.Redis] = []
-
-    def make(routes: list[ProxyListener], node_timeout: float) -> Redlock:
-        urls = [f"redis://127.0.0.1:{route.port}/0" for route in routes]
-        if driver == "resp":
-            redlock = Redlock(urls, node_timeout=node_timeout)
-        else:
-            new = [redis.asyncio.Redis.from_url(url) for url in urls]
-            clients.extend(new)
-            redlock = Redlock(new, node_timeout=node_timeout)
-        made.append(redlock)
-        return redlock
-
-    yield make
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        for redlock in made:
-            await redlock.aclose()
-        for client in clients:
-            with contextlib.suppress(RuntimeError):  # used last on a loop now closed
-                await client.aclose()
-        await asyncio.sleep(0.05)
-        gc.collect()
 
 
 def _first_census_only(p: Redlock) -> None:

@@ -24,45 +24,15 @@ of its own, so that a schedule is exact.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
 
 import pytest
-import redis.asyncio
 
-from redlock_async import Redlock
 from redlock_async._engine._epochs import Epochs
-from redlock_async.testing import ProxyListener, RedisNodes
+from redlock_async.testing import RedisNodes
 
-from ..conftest import eventually
+from ..conftest import MakeRouted, eventually
 
 pytestmark = pytest.mark.parametrize("driver", ["resp", "redis-py"])
-
-MakeRouted = Callable[[list[ProxyListener], float], Redlock]
-
-
-@pytest.fixture
-async def routed(driver: str) -> AsyncIterator[MakeRouted]:
-    """Redlocks over proxy routes of their own, through ``driver``."""
-    made: list[Redlock] = []
-    clients: list[redis.asyncio.Redis] = []
-
-    def make(routes: list[ProxyListener], node_timeout: float) -> Redlock:
-        urls = [f"redis://127.0.0.1:{route.port}/0" for route in routes]
-        if driver == "resp":
-            redlock = Redlock(urls, node_timeout=node_timeout)
-        else:
-            new = [redis.asyncio.Redis.from_url(url) for url in urls]
-            clients.extend(new)
-            redlock = Redlock(new, node_timeout=node_timeout)
-        made.append(redlock)
-        return redlock
-
-    yield make
-    for redlock in made:
-        await redlock.aclose()
-    for client in clients:
-        await client.aclose()
-    await asyncio.sleep(0.05)
 
 
 async def test_a_node_down_during_a_census_is_quarantined_when_another_is_down_later(
