@@ -152,7 +152,7 @@ class Redlock(Inspection, AsyncOnly):
         ttls = TtlLedger()
         built, self._clusters = _build_nodes(nodes, config, ttls)
         self._core = Engine(built, config, ttls=ttls, token_factory=holder_tokens(config))
-        self._holdings = Holdings(self._core)
+        self._holdings = Holdings(self._core, Lock._lose)
         self._commands = CommandsCache(config.prefix)
         self._lock_options = OptionsCache(config.drift_factor, config.unavailable_timeout)
 
@@ -303,16 +303,17 @@ class Redlock(Inspection, AsyncOnly):
             self._clusters = None
 
     async def aclose(self) -> None:
-        """Release every lock still held, then close the connections this Redlock opened.
+        """End every lock still held here, then close the connections this Redlock opened.
 
-        A lock still held is lost: ``lock.lost`` turns True, its ``on_lost``
-        runs, and the body of its ``async with`` is cancelled and raises
-        ``LockLost`` (``cancel_on_lost=False``: at exit), as with any other
-        loss; its release is sent before the connections close. Afterwards
-        ``acquire()``, ``extend()`` and new locks raise ``RedlockError`` (a
-        lock that was held: ``LockLost``) at once. Clients passed in are left
-        open. Returns once every release has its replies, for as long as the
-        nodes keep answering (a node silent for the stall limit is not waited for).
+        A grant still valid is lost (``lock.lost``, ``on_lost``, its ``async
+        with`` body cancelled with ``LockLost``); one already expired is not
+        reported. Closing never ends a grant held elsewhere: one handed on
+        (``lock.token`` read, or adopted) is left to its copies, whose renewals
+        keep it (else it expires by its ttl); one never handed on is released.
+        Afterwards ``acquire()``, ``extend()`` and new locks raise
+        ``RedlockError`` (a lock that was held: ``LockLost``). Clients passed in
+        are left open. Returns once every release has its replies, while the
+        nodes keep answering (docs/guarantees.md: "The holder is always told").
         """
         await close(self._core, self._holdings)
 

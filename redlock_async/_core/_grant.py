@@ -28,6 +28,10 @@ class Grant:
     acquired: Tally | Settled
     fencing_token: int | None = None
     since: float = 0.0  # when it was granted (monotonic), for how long it was held
+    # Handed on: its token was read (``lock.token``, the documented way to pass
+    # it to ``adopt()``) or it was adopted. Closing its Redlock then leaves its
+    # keys to the copies elsewhere, which may hold it (``Lock._close``).
+    shared: bool = False
 
 
 def judge_extend(

@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from types import MappingProxyType, TracebackType
-from typing import Any, Final, Self, TypedDict
+from typing import Final, Self, TypedDict
 
 from .._base._config import LockOptions, check_seconds, check_ttl
 from .._base._errors import LockLost, LockNotOwned, NodeError, RedlockError
@@ -23,16 +23,16 @@ from .._engine import Engine
 from . import _acquire
 from . import _observed as observed
 from ._acquire import Failures
-from ._commands import Commands
+from ._commands import Commands, ExclusiveCommands
 from ._extend import extend_now
 from ._grant import Grant
 from ._holder import NO_LOSS, Body, Cleanup
+from ._holdings import Holdings
 from ._lockstate import LockState
 from ._observed import listening
-from ._owners import Owners
 from ._refusal import judged, not_acquired
 from ._release import judge_release, send_release, settle_release
-from ._renewal import Renewals, Renewer
+from ._renewal import Renewer
 
 __all__ = ["REDLOCKS", "UNSET", "Holdings", "Lock", "LockKeywords", "OnLost", "Unset"]
 
@@ -79,59 +79,40 @@ _NO_ERRORS: Final[Mapping[str, NodeError]] = MappingProxyType({})
 _ORPHANED = "it was held on another event loop or by the parent process before a fork"
 
 
-class Holdings:
-    """The locks of one Redlock that hold a grant, so that closing or a fork can tell them.
+def _close(self: Lock, reason: str) -> None:
+    """``Lock._close``: its Redlock closes while the lock holds a grant (``aclose()``).
 
-    Held weakly, through each lock's :class:`~._renewal.Renewer` (its one
-    weak reference): a held lock nobody references is let go, and ``gone``
-    takes its renewer out of the set.
+    An implicit ending never ends a grant held elsewhere: a grant handed on
+    (its token read, or adopted here) keeps its keys for the copies that
+    may hold it, and only a grant never handed on is released (others need
+    not wait out its ttl). Only a grant still valid is reported lost
+    (``lost``, ``on_lost``, the body cancelled); one whose validity had
+    already ended was not lost here, and is only let go.
     """
+    grant = self._grant
+    if grant is None:
+        return
+    # Only a plain lock's token can be adopted (adopt() refuses the others').
+    handed_on = grant.shared and self._commands.kind == ExclusiveCommands.kind
+    if self._engine.clock() < grant.validity_end:
+        self._lose(reason, {}, release=not handed_on)
+        return
+    self._drop(grant)
+    if not handed_on:  # its remnants would only block the next holder
+        command = self._commands.release(grant.token, False)
+        self._engine.undo(grant.acquired, command, time.monotonic() + grant.ttl)
+    if self._body is not None:
+        # The body learns at its exit that its grant had expired
+        # (``__aexit__``), as without the close; nothing is cancelled.
+        self._grant = grant
 
-    __slots__ = ("_held", "add", "discard", "gone", "owners", "renewals")
 
-    def __init__(self, engine: Engine) -> None:
-        self._held: set[Renewer[Lock]] = set()
-        # The set's own methods: every grant and release calls one, and a
-        # method of ours around them would cost a Python frame each time.
-        self.add = self._held.add
-        self.discard = self._held.discard
-        # Told by a renewer whose lock was garbage-collected (one bound
-        # method, shared by every renewer).
-        self.gone: Callable[[Renewer[Any]], object] = self._held.discard
-        # The renewal schedule of the auto-extended ones (one timer for all).
-        self.renewals: Renewals[Lock] = Renewals(engine, Lock._lose)
-        self.owners = Owners()  # who holds what, for self-deadlock detection
-        engine.on_rehome.append(self.orphan_all)
-
-    def _locks(self) -> list[Lock]:
-        return [lock for lock in [renewer() for renewer in list(self._held)] if lock is not None]
-
-    def lose_all(self, reason: str) -> list[Body]:
-        """Every held lock is lost (``aclose()``): told, cancelled, released.
-
-        Returns the bodies still running: their locks are released once they
-        stop (see ``Body.stop``), and ``aclose()`` waits for that.
-        """
-        locks = self._locks()
-        bodies = [lock._body for lock in locks if lock._body is not None]
-        for lock in locks:
-            lock._lose(reason, {})
-        self.renewals.close()
-        return bodies
-
-    def orphan_all(self) -> None:
-        """The grants belong to another event loop or the parent process: dropped silently."""
-        locks = self._locks()
-        self._held.clear()
-        self.owners.clear()
-        for lock in locks:
-            if lock._grant is not None:  # lost; nothing sent or cancelled
-                lock._grant = None
-                if lock._renewer is not None:
-                    self.renewals.stop(lock._renewer)
-                lock._body = None
-                lock._own_loss().mark(LockLost(f"lock {lock.name!r} was lost: {_ORPHANED}"))
-        self.renewals.forget()
+def _orphan(self: Lock) -> None:
+    """``Lock._orphan``: the grant belongs to another event loop or the parent
+    process: dropped silently (lost; nothing sent or cancelled)."""
+    self._grant = None
+    self._body = None
+    self._own_loss().mark(LockLost(f"lock {self._name!r} was lost: {_ORPHANED}"))
 
 
 class Lock(LockState):
@@ -153,7 +134,7 @@ class Lock(LockState):
     def __init__(
         self,
         engine: Engine,
-        holdings: Holdings,
+        holdings: Holdings[Lock],
         name: str,
         options: LockOptions,
         commands: Commands,
@@ -330,8 +311,9 @@ class Lock(LockState):
     def _lose(self, reason: str, errors: Mapping[str, NodeError], release: bool = True) -> LockLost:
         """Mark the held grant lost, tell the holder; returns the error. ``release``:
         delete its keys - only when no live copy of it can be left (a quorum
-        refused it, or aclose()): lost for want of answers in time, it may live
-        on for an adopted copy of its token, whose keys a release would delete."""
+        refused it, or aclose() of a grant never handed on): lost for want of
+        answers in time, it may live on for an adopted copy of its token, whose
+        keys a release would delete."""
         grant = self._grant
         error = LockLost(f"lock {self._name!r} was lost: {reason}", errors)
         if grant is None:
@@ -351,6 +333,10 @@ class Lock(LockState):
         else:
             self._body.stop(cleanup, self._options.cancel_on_lost, error, self._engine.loop())
         return error
+
+    # What closing its Redlock and a fork do to its grant: see each function.
+    _close = _close
+    _orphan = _orphan
 
     async def __aenter__(self) -> Self:
         if self._adopted and self._grant is not None:
@@ -373,16 +359,22 @@ class Lock(LockState):
             return  # an outside cancellation stays a cancellation
         if self._loss.error is not None:
             raise self._loss.error
-        grant = self._grant
-        if grant is None:
-            return
-        if self._engine.clock() >= grant.validity_end:
-            await _release_quietly(self)
-            raise LockLost(f"lock {self._name!r} expired before the body finished")
-        if exc is not None:
-            await _release_quietly(self)
-            return
-        await self.release()
+        if self._grant is not None:
+            await _leave(self, self._grant, exc)
+
+
+async def _leave(lock: Lock, grant: Grant, exc: BaseException | None) -> None:
+    """The end of an ``async with`` body that still holds ``grant``: release it."""
+    if lock._engine.clock() >= grant.validity_end:
+        if lock._engine.closing:  # aclose() let it go already (_close)
+            lock._drop(grant)
+        else:
+            await _release_quietly(lock)
+        raise LockLost(f"lock {lock._name!r} expired before the body finished")
+    if exc is not None:
+        await _release_quietly(lock)
+        return
+    await lock.release()
 
 
 async def _release_quietly(lock: Lock) -> None:

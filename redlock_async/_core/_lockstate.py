@@ -88,10 +88,16 @@ class LockState(AsyncOnly):
 
         Another task or process holds the same grant with
         :meth:`Redlock.adopt` (``await redlock.adopt(lock.name, token, ttl=...)``);
-        plain locks' tokens only.
+        plain locks' tokens only. Reading it marks the grant as handed on:
+        closing this lock's Redlock then leaves its keys to the copies
+        elsewhere (see :meth:`Redlock.aclose`); ``release()`` still ends it
+        for every copy.
         """
         grant = self._grant
-        return grant.token.decode("ascii") if grant is not None else None
+        if grant is None:
+            return None
+        grant.shared = True
+        return grant.token.decode("ascii")
 
     @property
     def fencing_token(self) -> int | None:

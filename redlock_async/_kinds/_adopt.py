@@ -91,7 +91,7 @@ async def adopt(lock: Lock, commands: ExclusiveCommands, engine: Engine, token: 
     left = validity(ttl, started, now, engine.config.drift_factor) if ok else 0.0
     name = lock.name
     if left > 0:
-        lock._hold(Grant(raw, ttl, now + left, tally, None, now), asyncio.current_task())
+        lock._hold(Grant(raw, ttl, now + left, tally, None, now, True), asyncio.current_task())
         lock._adopted = True
         return lock
     if ok:  # a quorum said yes, too late: the grant stands on the nodes, not here

@@ -1,11 +1,11 @@
-"""``Redlock.aclose()``: lose every held lock, let commands in flight land, close."""
+"""``Redlock.aclose()``: end every held lock here, let commands in flight land, close."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 
-from .._core._lock import Holdings
+from .._core._lock import Holdings, Lock
 from .._engine import Engine, stall_limit
 
 __all__ = ["close"]
@@ -13,7 +13,7 @@ __all__ = ["close"]
 _log = logging.getLogger("redlock_async.lock")
 
 
-async def close(core: Engine, holdings: Holdings) -> None:
+async def close(core: Engine, holdings: Holdings[Lock]) -> None:
     """Close ``core`` and its nodes (see ``Redlock.aclose``); a second call returns at once."""
     if core.closing:
         return
@@ -21,7 +21,7 @@ async def close(core: Engine, holdings: Holdings) -> None:
     # a fork) are forgotten first: only this loop's can be closed here.
     core.loop()
     core.closing = True  # no new attempt from here on
-    bodies = holdings.lose_all("its Redlock was closed (aclose) while it was held")
+    bodies = holdings.close_all("its Redlock was closed (aclose) while it was held")
     # Their releases go out as their bodies stop; those that do not stop
     # in time are released anyway (they were told and cancelled).
     limit = stall_limit(core.config.node_timeout)

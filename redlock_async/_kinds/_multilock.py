@@ -179,7 +179,7 @@ class MultiLock(Lock):
     def __init__(
         self,
         engine: Engine,
-        holdings: Holdings,
+        holdings: Holdings[Lock],
         names: object,
         options: LockOptions,
         prefix: str,

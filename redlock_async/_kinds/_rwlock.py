@@ -47,7 +47,7 @@ class RWLock:
     def __init__(
         self,
         engine: Engine,
-        holdings: Holdings,
+        holdings: Holdings[Lock],
         name: str,
         keys: KeyLayout,
         options: OptionsFactory,

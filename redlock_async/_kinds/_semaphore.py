@@ -59,7 +59,7 @@ def check_limit(limit: object) -> int:
 
 def semaphore(
     engine: Engine,
-    holdings: Holdings,
+    holdings: Holdings[Lock],
     name: str,
     keys: KeyLayout,
     limit: int,
@@ -264,7 +264,7 @@ class SemaphoreLock(Lock):
     def __init__(
         self,
         engine: Engine,
-        holdings: Holdings,
+        holdings: Holdings[Lock],
         name: str,
         options: LockOptions,
         commands: SemaphoreCommands,

@@ -180,7 +180,7 @@ class Lock:
         if task is not None and not task.done():
             task.cancel()
             await asyncio.wait((task,))
-        if self._lock.token is not None:
+        if self._lock._grant is not None:  # not .token: that marks it handed on
             with contextlib.suppress(RedlockError):
                 await self._lock.__aexit__(type(exc), exc, exc.__traceback__)
 

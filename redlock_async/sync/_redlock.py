@@ -163,11 +163,13 @@ class Redlock:
         return decorate
 
     def close(self) -> None:
-        """Release every lock still held, close the connections, stop the loop thread.
+        """End every lock still held here, close the connections, stop the loop thread.
 
-        As :meth:`redlock_async.Redlock.aclose`: a lock still held is lost
-        (``lost`` turns True, ``on_lost`` runs, and its ``with`` raises LockLost
-        when its body ends). A second call returns at once.
+        As :meth:`redlock_async.Redlock.aclose`: a lock whose grant is still
+        valid is lost (``lost`` turns True, ``on_lost`` runs, and its ``with``
+        raises LockLost when its body ends); it is released unless it was
+        handed on (its ``token`` read, or adopted), which leaves it to the
+        copies elsewhere. A second call returns at once.
         """
         portal = self._wrapping.portal
         if portal.closed:

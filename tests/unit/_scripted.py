@@ -318,7 +318,7 @@ class Cluster:
             token_factory=self.tokens,
             rng=random.Random(0),
         )
-        self.holdings = Holdings(self.engine)
+        self.holdings = Holdings(self.engine, Lock._lose)
         # The epochs census is tested on its own (test_epochs.py) and against
         # real nodes: here a census is taken as done, and the view stays ",".
         self.engine.epochs.ready = True

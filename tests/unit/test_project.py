@@ -84,3 +84,33 @@ def test_the_default_matrix_runs_each_test_once_on_every_loop_and_driver_in_turn
     assert len(full) > 3 * len(default)
     for param in ("asyncio", "uvloop", "resp", "redis-py"):
         assert any(re.search(rf"[\[-]{param}[\]-]", n) for n in default), param
+
+
+def _imported_top_level(root: Path) -> set[str]:
+    """Every top-level module name the package's own code imports."""
+    import ast
+
+    names: set[str] = set()
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+    return names
+
+
+def test_every_runtime_dependency_is_imported_by_the_package() -> None:
+    # A user should not install what is never used (anyio was, until the
+    # sync API's hand-off replaced its portal): every declared runtime
+    # dependency must be imported somewhere in redlock_async/.
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = {
+        re.split(r"[\[<>=!~; ]", requirement, maxsplit=1)[0].lower().replace("-", "_")
+        for requirement in project["dependencies"]
+    }
+    imported = _imported_top_level(ROOT / "redlock_async")
+    assert declared, "no runtime dependency declared"
+    assert declared <= imported, f"declared but never imported: {sorted(declared - imported)}"
