@@ -79,13 +79,35 @@ def _build_nodes(
     return built, clusters if len(clusters) > 1 and not all_connected(clusters) else None
 
 
+def _warn_two_nodes(nodes: Sequence[str]) -> None:
+    """With two ``nodes``, say once (per Redlock, when made) what they cost: the quorum is both.
+
+    Often the first step from one Redis to Redlock, and accepted: two
+    majorities still overlap, so the locks are as safe. But no failure is
+    tolerated, and either node's outage stops every lock - twice the chance
+    of one node's. A log record, not ``warnings.warn``: a Python warning
+    fails every test suite run with warnings as errors (this project's too).
+    """
+    if len(nodes) != 2:
+        return
+    _log.warning(
+        "redlock_async: 2 nodes (%s): with two nodes every grant needs both, so none may "
+        "fail - an outage of either one blocks every lock (about twice as likely as with "
+        "one node). Use 3 nodes (any one may fail) or 1.",
+        ", ".join(nodes),
+        extra={"redlock_node": ", ".join(nodes), "redlock_outcome": "two_nodes"},
+    )
+
+
 class Redlock(Inspection, AsyncOnly):
     """A quorum of independent Redis nodes, and the factory of locks over them.
 
     ``nodes`` are URLs (``redis://``, ``rediss://``, ``unix://``) or
     ``redis.asyncio.Redis`` / ``RedisCluster`` clients (or valkey-py's
     ``valkey.asyncio.Valkey`` / ``ValkeyCluster``); a grant needs
-    ``len(nodes) // 2 + 1`` of them. Keywords (defaults in brackets):
+    ``len(nodes) // 2 + 1`` of them - of two nodes both, so none may fail (one WARNING
+    log record on ``redlock_async`` says so, not a Python warning: use 3 nodes, or 1).
+    Keywords (defaults in brackets):
 
     - ``prefix`` ["redlock:"]: namespace of every key written;
     - ``node_timeout`` [None]: per-node, per-command timeout, seconds; None
@@ -155,6 +177,7 @@ class Redlock(Inspection, AsyncOnly):
         self._holdings = Holdings(self._core, Lock._lose)
         self._commands = CommandsCache(config.prefix)
         self._lock_options = OptionsCache(config.drift_factor, config.unavailable_timeout)
+        _warn_two_nodes(self.nodes)
 
     @property
     def nodes(self) -> tuple[str, ...]:

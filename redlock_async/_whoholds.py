@@ -33,7 +33,7 @@ from ._base._keys import KeyLayout
 from ._core._holderinfo import Holder, HolderKind, holder_of, parse
 from ._core._refusal import answers
 from ._core._scripts import HOLDER
-from ._engine import Command, Engine, Tally
+from ._engine import ANSWERS, Command, Engine, Tally, tally_text
 from ._kinds._adopt import verdict
 from ._kinds._caches import CommandsCache
 
@@ -91,10 +91,8 @@ async def who_holds(engine: Engine, name: str, keys: KeyLayout) -> Holder | None
         state, found = judge(_views(tally), tally.quorum)
     if state != "unknown":
         return found
-    answered = tally.n - len(tally.errors()) - len(tally.answering())
     raise QuorumUnavailable(
-        f"lock {name!r}: too few nodes answered to tell who holds it "
-        f"({answered} of {tally.n} answered, {tally.quorum} needed)",
+        f"lock {name!r}: too few nodes answered to tell who holds it: {tally_text(tally, ANSWERS)}",
         tally.errors(),
     )
 

@@ -22,6 +22,9 @@ __all__ = ["decide", "tally_of"]
 class _Silent:
     """A node that has never answered anything: its votes time out at once."""
 
+    def __init__(self, name: str) -> None:
+        self.name = name  # n0, n1... as messages name it
+
     def silent_since(self) -> float:
         return float("-inf")
 
@@ -30,7 +33,7 @@ class _Group:
     """The fan-out side of a tally, with nothing behind it (silent nodes, no resends)."""
 
     def __init__(self, n: int) -> None:
-        self.nodes = cast(tuple[Node, ...], tuple(_Silent() for _ in range(n)))
+        self.nodes = cast(tuple[Node, ...], tuple(_Silent(f"n{i}") for i in range(n)))
         self.n = n
         self.need = quorum_of(n)
         self.node_timeout = 1.0

@@ -21,7 +21,7 @@ from typing import TypeVar
 from urllib.parse import unquote, unquote_plus
 
 from ._errors import ConfigurationError
-from ._options import OPTION_NAMES, Options, parse_options
+from ._options import OPTION_NAMES, Options, parse_options, withheld
 
 __all__ = ["Address", "Endpoint", "connect", "node_identity", "parse_url", "redact_url"]
 
@@ -30,6 +30,7 @@ P = TypeVar("P", bound=asyncio.Protocol)
 _SCHEMES = ("redis", "rediss", "unix")
 # Query keys the library understands; only ``db`` ever has its value shown.
 _QUERY_KEYS = frozenset({"db", "password", "username"})
+_SECRET_KEYS = frozenset({"password", "username"})
 _SCHEME = re.compile(r"[a-z][a-z0-9+.-]{0,15}")
 _HOST = re.compile(r"[a-z0-9_.-]+|\[[0-9a-f:.]+\]")
 
@@ -209,11 +210,18 @@ def parse_url(url: str) -> Address:
         password = unquote(secret) if colon else None
     password = values.get("password", password)
     username = values.get("username", username)
+    secrets = [
+        username or "",
+        password or "",
+        parts.userinfo or "",
+        *(unquote_plus(value) for key, value in query if key in _SECRET_KEYS),  # each, not the last
+    ]
     options = parse_options(
         parts.scheme,
         [(key, value) for key, value in query if key not in _QUERY_KEYS],
         shown,
-        (username or "", password or "", parts.userinfo or ""),
+        secrets,
+        withheld(parts.query, _QUERY_KEYS, _SECRET_KEYS),
     )
     db_text = values.get("db")
     if parts.scheme == "unix":

@@ -5,7 +5,9 @@ Loggers, children of ``redlock_async`` (a handler there sees them all):
 - ``redlock_async.lock``: grants, refusals and releases at DEBUG; losses
   and releases a quorum did not confirm at WARNING;
 - ``redlock_async.node``: a node failing commands, at WARNING;
-- ``redlock_async.renewal``: renewals that must be retried, at DEBUG.
+- ``redlock_async.renewal``: renewals that must be retried, at DEBUG;
+- ``redlock_async`` itself: a Redlock made over two nodes, at WARNING, once
+  per Redlock (``_redlock.py``), not rate-limited.
 
 Every record carries ``extra`` fields a JSON formatter picks up:
 ``redlock_name``, ``redlock_node``, ``redlock_outcome`` and

@@ -4,16 +4,25 @@
 parameters as ``redis.asyncio.Redis.from_url``: redis-py's own
 ``parse_url`` casts their values, and a redis-py connection object is built
 from them once, at parse time, so a parameter redis-py would refuse at the
-first connection is refused here, when the Redlock is made. Only parameter
-*names* redis-py knows are ever repeated in a message: an unknown key may be
-a password written in the wrong place.
+first connection is refused here, when the Redlock is made.
+
+A parameter redis-py does not take is refused by its *name*, never its
+value: a mistyped ``pasword=...`` must be found by the name the user wrote.
+Two readings of a name hide it still: a name holding one of the URL's
+secrets (``?hunter2=1``: a password in the wrong place) is shown with the
+secret as ``***``, and a name right after a secret parameter's value
+(``password=ab&cd``) may be the rest of that value - a raw ``&`` in a
+password - so it is counted, with that said, not shown.
 """
 
 from __future__ import annotations
 
+import difflib
 import inspect
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import unquote_plus
 
 from redis.asyncio.connection import (
     URL_QUERY_ARGUMENT_PARSERS,
@@ -28,7 +37,7 @@ from redis.exceptions import RedisError
 
 from ._errors import ConfigurationError
 
-__all__ = ["CONNECTION_CLASSES", "OPTION_NAMES", "Options", "parse_options"]
+__all__ = ["CONNECTION_CLASSES", "OPTION_NAMES", "Options", "parse_options", "withheld"]
 
 Options = tuple[tuple[str, object], ...]
 """Parsed URL parameters, as keyword arguments of a redis-py connection pool."""
@@ -96,21 +105,38 @@ OPTION_NAMES: frozenset[str] = _parameters(
 
 
 def parse_options(
-    scheme: str, items: list[tuple[str, str]], shown: str, secrets: Iterable[str]
+    scheme: str,
+    items: list[tuple[str, str]],
+    shown: str,
+    secrets: Iterable[str],
+    withheld: Mapping[str, str] | None = None,
 ) -> Options:
     """The parameters ``items`` (decoded keys, raw values) of a ``scheme`` URL, cast by redis-py.
 
     ``shown`` is the URL without secrets, for messages; ``secrets`` (and any
-    ``…password`` parameter) are hidden from any redis-py message quoted.
+    ``…password`` parameter) are hidden from any redis-py message quoted,
+    and from the names of parameters refused. ``withheld``: unknown names
+    that may be values (name -> why: :func:`withheld`): counted,
+    with why, not shown.
     Raises ConfigurationError when redis-py would refuse a parameter or its
-    value.
+    value, naming every parameter it does not take.
     """
     if not items:
         return ()
     accepted = _ACCEPTED[scheme]
     unknown = sorted({key for key, _ in items} - accepted)
     if unknown:
-        raise ConfigurationError(f"node URL {shown!r} {_refusal(scheme, unknown)}")
+        hidden = [
+            *secrets,
+            *(
+                text
+                for key, value in items
+                if "password" in key
+                for text in (value, unquote_plus(value))
+            ),
+        ]
+        refusal = _refusal(scheme, unknown, hidden, withheld or {})
+        raise ConfigurationError(f"node URL {shown!r} {refusal}")
     query = "&".join(f"{key}={value}" for key, value in items)
     try:
         # The scheme and host are placeholders: only the query is read here.
@@ -134,10 +160,69 @@ def parse_options(
     return options
 
 
-def _refusal(scheme: str, unknown: list[str]) -> str:
-    named = [key for key in unknown if key in OPTION_NAMES]
-    hidden = len(unknown) - len(named)
-    listed = ", ".join([*named, *([f"{hidden} not shown"] if hidden else [])])
-    if named and not hidden and scheme != "rediss" and set(named) <= _ACCEPTED["rediss"]:
-        return f"has TLS parameter(s) without TLS: {listed} (use rediss://)"
-    return f"has unsupported parameter(s): {listed}"
+def withheld(query: str, own: frozenset[str], secret_keys: frozenset[str]) -> dict[str, str]:
+    """Unknown names in the URL query ``query`` a message must not show, each to why.
+
+    ``own``: the names the URL parser reads itself (``db``, ``password``...),
+    ``secret_keys`` those of them whose values are secret.
+
+    A name is the user's to see, but two readings make one a value:
+    ``?password=ab&cd`` - ``cd`` is a parameter, or the rest of a password
+    with a raw ``&``; and ``?hunter2`` - an item without ``=`` is a name
+    without a value, or a value without a name (a password in the wrong
+    place). A name redis-py knows is a parameter, and ends a secret's value.
+    """
+    found: dict[str, str] = {}
+    secret: str | None = None
+    for item in query.split("&"):
+        if not item:
+            continue
+        text, equals, _ = item.partition("=")
+        key = unquote_plus(text)
+        if key in own or key in OPTION_NAMES:
+            secret = key if key in secret_keys or "password" in key else None
+        elif secret is not None:
+            found.setdefault(
+                key,
+                f"right after {secret!r} (not shown: it may be the rest of that value; "
+                "write a '&' in a value as %26)",
+            )
+        elif not equals:
+            found.setdefault(
+                key, "without '=' (not shown: it may be a value, a password in the wrong place?)"
+            )
+    return found
+
+
+def _refusal(
+    scheme: str, unknown: list[str], secrets: list[str], withheld: Mapping[str, str]
+) -> str:
+    """Why the parameters ``unknown`` are refused, each named (see the module doc)."""
+    tls = [key for key in unknown if scheme != "rediss" and key in _ACCEPTED["rediss"]]
+    if tls and len(tls) == len(unknown):
+        return f"has TLS parameter(s) without TLS: {', '.join(tls)} (use rediss://)"
+    skip = {*tls, *withheld}
+    named = [_name(key, scheme, secrets) for key in unknown if key not in skip]
+    reasons = Counter(withheld[key] for key in unknown if key in withheld)
+    for number, (why, count) in enumerate(sorted(reasons.items())):
+        named.append(f"{'and ' if named and not number else ''}{count} {why}")
+    refusal = f"has unsupported parameter(s): {', '.join(named)}"
+    if tls:
+        refusal += f"; and TLS parameter(s) without TLS: {', '.join(tls)} (use rediss://)"
+    return refusal
+
+
+def _name(key: str, scheme: str, secrets: list[str]) -> str:
+    """``key`` quoted for a message, any secret of the URL in it as ``***``; with the
+    name it may be a typo of."""
+    shown = key
+    for secret in sorted(secrets, key=len, reverse=True):
+        if secret:
+            shown = shown.replace(secret, "***")
+    close = None
+    if shown == key:  # else no suggestion: which name it is close to would tell of the secret
+        known = sorted(_ACCEPTED[scheme] | {"db", "password", "username"})
+        close = next(iter(difflib.get_close_matches(key, known, n=1)), None)
+    if len(shown) > 64:
+        shown = shown[:60] + "..."
+    return repr(shown) + (f" (did you mean {close!r}?)" if close else "")

@@ -31,13 +31,19 @@ class _Warnings(logging.Handler):
     def __init__(self, quiet: bool) -> None:
         super().__init__(logging.WARNING)
         self.quiet = quiet
+        self.said: set[str] = set()  # configuration warnings printed (once per command)
 
     def emit(self, record: logging.LogRecord) -> None:
         # A lost grant: the command reports it itself, with what it did about
         # it (CMD stopped, exit 76); the library's record would say it twice.
         # Quiet: the command's failure says what failed, per node.
-        if self.quiet or getattr(record, "redlock_outcome", None) == "lost":
+        outcome = getattr(record, "redlock_outcome", None)
+        if self.quiet or outcome == "lost":
             return
+        if outcome == "two_nodes":  # one per Redlock: `demo --nodes 2` makes one per worker
+            if outcome in self.said:
+                return
+            self.said.add(outcome)
         try:
             message = record.getMessage().removeprefix("redlock_async: ")
         except Exception:

@@ -19,7 +19,7 @@ from .._base._errors import (
     QuorumUnavailable,
     Votes,
 )
-from .._engine import Tally, is_yes
+from .._engine import Tally, is_yes, tally_text
 from ._acquire import Failures
 from ._outage import answers
 
@@ -91,29 +91,23 @@ def not_acquired(
     if _busy(tally):
         message = f"lock {name!r} is held elsewhere: {tally.no} of {tally.n} nodes refused"
         return LockBusy(message + waited, errors, attempts, count)
-    answered = tally.yes + tally.no
-    # Nodes that answered, with an error reply (an ACL's NOPERM, READONLY,
-    # OOM, a restart quarantine's refusal): "0 of 3 nodes answered" would
-    # send an operator looking for a network fault.
-    replied = sum(isinstance(error, NodeResponseError) for error in errors.values())
-    if answered >= tally.quorum and not tally.no:
+    if tally.yes >= tally.quorum:
         # Every vote was in time for the nodes, not for the caller's validity.
         message = (
             f"lock {name!r}: a quorum granted it, but too slowly: less validity was "
             f"left than required (ttl less elapsed time and drift, against min_validity)"
         )
-    elif replied:
-        silent = len(errors) - replied
-        message = (
-            f"lock {name!r}: too few nodes voted to decide: {answered} of {tally.n} nodes "
-            f"voted, {tally.quorum} needed; {replied} of {tally.n} answered with an error"
-            + (f", {silent} did not answer" if silent else "")
-        )
     else:
-        message = (
-            f"lock {name!r}: too few nodes answered to decide: {answered} of {tally.n} "
-            f"nodes answered, {tally.quorum} needed"
+        # Every node accounted for, by name (_engine/_wording.py): counting only
+        # the votes in when the attempt was decided made a majority outage read
+        # "0 of 3 nodes answered" while the third node answered every command.
+        # Nodes that answered with an error reply (an ACL's NOPERM, READONLY,
+        # OOM) did not vote, but are up: "answered" would send an operator
+        # looking for a network fault.
+        verb = (
+            "voted" if any(isinstance(r, NodeResponseError) for r in tally.replies) else "answered"
         )
+        message = f"lock {name!r}: too few nodes {verb} to decide: {tally_text(tally)}"
     return QuorumUnavailable(message + waited, errors, attempts, count)
 
 

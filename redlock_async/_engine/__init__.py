@@ -9,7 +9,8 @@ The lock layer imports from here only. What it gets:
   :class:`SplitCommand` also says how a Redis Cluster node runs it, a slot at a time);
 - :class:`Tally` and :func:`is_yes` - the votes of one fan-out; :class:`Settled`
   - what a held grant keeps of its acquire fan-out once every node answered;
-  :func:`vote_limit` - the longest a vote can stay pending;
+  :func:`vote_limit` - the longest a vote can stay pending; :func:`tally_text`
+  - a tally in words, every node named under what it said (for messages);
 - :class:`Admission` - the slots of acquire attempts in flight
   (``Engine.admission``);
 - :class:`Subscription` - a waiter's place in its lock's line on a wake
@@ -39,11 +40,14 @@ from ._restarts import TtlLedger
 from ._settled import Settled, settled
 from ._tally import Tally, is_yes, quorum_of, vote_limit, when_done
 from ._wake import Subscription, Waiting, WakeHub
+from ._wording import ANSWERS, VOTES, tally_text
 
 __all__ = [
+    "ANSWERS",
     "CENSUS",
     "SERVER_ID",
     "STALE",
+    "VOTES",
     "Admission",
     "Call",
     "Command",
@@ -64,6 +68,7 @@ __all__ = [
     "quorum_of",
     "settled",
     "stall_limit",
+    "tally_text",
     "vote_limit",
     "when_done",
 ]

@@ -35,7 +35,7 @@ from .._core._holderinfo import TOKEN
 from .._core._lock import Lock
 from .._core._refusal import answers
 from .._core._scripts import LOCKED
-from .._engine import Command, Engine, Tally, vote_limit
+from .._engine import ANSWERS, Command, Engine, Tally, tally_text, vote_limit
 from ._multilock import TOKEN_PREFIX
 
 __all__ = ["adopt", "locked", "verdict"]
@@ -107,8 +107,7 @@ async def adopt(lock: Lock, commands: ExclusiveCommands, engine: Engine, token: 
             tally.errors(),
         )
     raise QuorumUnavailable(
-        f"lock {name!r}: too few nodes answered to adopt the grant "
-        f"({tally.yes + tally.no} of {tally.n} answered, {tally.quorum} needed)",
+        f"lock {name!r}: too few nodes answered to adopt the grant: {tally_text(tally)}",
         tally.errors(),
     )
 
@@ -131,10 +130,9 @@ async def locked(engine: Engine, name: str, commands: ExclusiveCommands) -> bool
         state, _ = _judge(tally)
     if state != "unknown":
         return state == "held"
-    answered = tally.n - len(tally.errors()) - len(tally.answering())
     raise QuorumUnavailable(
-        f"lock {name!r}: too few nodes answered to tell whether it is held "
-        f"({answered} of {tally.n} answered, {tally.quorum} needed)",
+        f"lock {name!r}: too few nodes answered to tell whether it is held: "
+        f"{tally_text(tally, ANSWERS)}",
         tally.errors(),
     )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import socket
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 from redlock_async import Redlock
+from redlock_async._base._address import redact_url
 from redlock_async._cli import main
 from redlock_async.testing import RedisNodes
 
@@ -121,6 +123,33 @@ async def test_busy_is_75_and_down_is_69(redis_nodes: RedisNodes) -> None:
     assert (code, out) == (69, "")
     assert "too few nodes answered" in err
     assert "held elsewhere" not in err
+
+
+@pytest.mark.redis_nodes(3)
+async def test_down_names_the_node_that_answered(driver: str, redis_nodes: RedisNodes) -> None:
+    # Issue 38: with two nodes of three stopped, exit 69 said "0 of 3 nodes
+    # answered" while the third answered every command. Through either
+    # driver (a parameter only redis-py reads makes the CLI use it).
+    query = "?socket_keepalive=true" if driver == "redis-py" else ""
+    nodes = [f"{node.url}{query}" for node in redis_nodes]
+    run = ("run", *(arg for url in nodes for arg in ("--url", url)), "--node-timeout", "1",
+           "--timeout", "0", "job", "echo", "ran")  # fmt: skip
+    redis_nodes[0].stop()
+    redis_nodes[2].stop()
+    healthy = redact_url(nodes[1])
+    for _ in range(2):
+        code, out, err = await finish(await cli(*run))
+        assert (code, out) == (69, ""), err
+        assert "0 of 3 nodes answered" not in err
+        found = re.search(
+            r"\d of 3 nodes said yes(?: \(([^)]*)\))?, 2 failed \(([^)]*)\)"
+            r"(?:, 1 not waited for \(([^)]*)\))?; 2 needed",
+            err,
+        )
+        assert found, err
+        granted, failed, waiting = found.groups()
+        assert healthy in (granted, waiting), err  # said yes, or not waited for
+        assert set(failed.split(", ")) == {redact_url(nodes[0]), redact_url(nodes[2])}, err
 
 
 async def test_conflict_exit_code_changes_only_the_busy_code(redis_nodes: RedisNodes) -> None:

@@ -183,6 +183,31 @@ async def test_locked_with_too_few_nodes_is_unavailable(
     with pytest.raises(QuorumUnavailable) as raised:
         await redlock.locked("job")
     assert len(raised.value.errors) == 2
+    # The node that answered is named as such (issue 38), the others as failed.
+    failed = ", ".join(redlock.nodes[:2])
+    said = f"1 of 3 nodes answered ({redlock.nodes[2]}), 2 failed ({failed}); 2 needed"
+    assert said in str(raised.value), raised.value
+
+
+async def test_adopting_with_too_few_nodes_names_the_node_that_answered(
+    make_redlock: MakeRedlock, redis_nodes: RedisNodes
+) -> None:
+    taker, worker = make_redlock(), make_redlock()
+    lock = taker.lock("job", ttl=30.0, auto_extend=False)
+    assert await lock.acquire()
+    await worker.locked("job")  # connections up, as in a running service
+    redis_nodes[0].kill()
+    redis_nodes[1].kill()
+    with pytest.raises(QuorumUnavailable, match="too few nodes answered to adopt") as raised:
+        await worker.adopt("job", str(lock.token), ttl=30.0)
+    message = str(raised.value)
+    assert "of 3 answered" not in message  # the old count, of the votes in when decided
+    failed = ", ".join(worker.nodes[:2])
+    healthy = worker.nodes[2]
+    assert (
+        f"1 of 3 nodes said yes ({healthy}), 2 failed ({failed}); 2 needed" in message
+        or f"0 of 3 nodes said yes, 2 failed ({failed}), 1 not waited for ({healthy})" in message
+    ), message
 
 
 async def test_max_attempts_gives_up_and_records_every_vote(

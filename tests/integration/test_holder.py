@@ -181,6 +181,10 @@ async def test_too_few_nodes_is_unavailable(redlock: Redlock, redis_nodes: Redis
     with pytest.raises(QuorumUnavailable, match="too few nodes answered") as raised:
         await redlock.holder("job")
     assert len(raised.value.errors) == 2
+    # The node that answered is named as such (issue 38), the others as failed.
+    failed = ", ".join(redlock.nodes[:2])
+    said = f"1 of 3 nodes answered ({redlock.nodes[2]}), 2 failed ({failed}); 2 needed"
+    assert said in str(raised.value), raised.value
 
 
 async def test_a_forked_child_writes_its_own_pid(

@@ -85,3 +85,59 @@ async def test_a_refused_connection_keeps_the_drivers_exception_as_cause(
     assert all(cause is not None for cause in causes), (driver, error.errors)
     # The driver's own exception (OSError, redis.exceptions.ConnectionError), not ours.
     assert not any(isinstance(cause, NodeError) for cause in causes), causes
+
+
+# -- a majority outage's message counts the healthy node (issue 38) ----------
+
+# "N of 3 nodes said yes (...), ... ; 2 needed": what each node said, by name.
+TALLY = re.compile(
+    r"(\d) of 3 nodes said yes(?: \(([^)]*)\))?((?:, \d [a-z ]+ \([^)]*\))*); 2 needed"
+)
+
+
+def accounted(message: str) -> dict[str, list[str]]:
+    """Each group of the message's tally (``said yes``, ``failed``...) and its nodes."""
+    found = TALLY.search(message)
+    assert found, message
+    groups = {"said yes": found[2].split(", ") if found[2] else []}
+    for count, label, names in re.findall(r", (\d) ([a-z ]+) \(([^)]*)\)", found[3]):
+        groups[label] = names.split(", ")
+        assert len(groups[label]) == int(count), message
+    assert len(groups["said yes"]) == int(found[1]), message
+    assert sum(map(len, groups.values())) == 3, message  # every node, once
+    return groups
+
+
+def says_the_healthy_node_answered(message: str, healthy: str, down: set[str]) -> None:
+    """Never "0 of 3 answered" while ``healthy`` answered: it is named as having
+    said yes or as not waited for, and only the stopped nodes as failed."""
+    assert "0 of 3 nodes answered" not in message, message
+    groups = accounted(message)
+    assert healthy in groups["said yes"] + groups.get("not waited for", []), message
+    assert set(groups["failed"]) == down, message
+
+
+@pytest.mark.redis_nodes(3)
+async def test_a_majority_outage_names_the_healthy_node(
+    driver: str, make_redlock: MakeRedlock, redis_nodes: RedisNodes
+) -> None:
+    from redlock_async._core._refusal import not_acquired
+
+    redlock = make_redlock()
+    async with redlock.lock("warm"):  # connections up, as in a running service
+        pass
+    redis_nodes[0].stop()
+    redis_nodes[2].stop()
+    names = redlock.nodes
+    healthy, down = names[1], {names[0], names[2]}
+    for _ in range(3):  # whichever order the replies come in
+        error = await refusal(redlock)
+        assert type(error) is QuorumUnavailable, error
+        says_the_healthy_node_answered(str(error), healthy, down)
+        assert set(error.errors) == down
+        # acquire() then lock.errors: the same judgement (what the CLI reports).
+        lock = redlock.lock("job", timeout=0)
+        assert not await lock.acquire()
+        assert set(lock.errors) == down
+        said = not_acquired(lock.name, lock._refused, lock.errors, 0)
+        says_the_healthy_node_answered(str(said), healthy, down)

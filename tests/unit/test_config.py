@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import math
+import warnings
 
 import pytest
 import redis.asyncio
@@ -221,3 +225,79 @@ async def test_clients_created_from_rediss_urls_do_not_retry() -> None:
             "pw",
         )
         assert kwargs["socket_connect_timeout"] == redlock.config.node_timeout
+
+
+# -- two nodes: accepted, with one warning per Redlock (issue 38) -------------
+
+TWO = ["redis://:hunter2@10.9.8.1:7000/0", "redis://10.9.8.2:7000/0"]
+
+
+def two_node_warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [
+        record
+        for record in caplog.records
+        if record.name == "redlock_async" and "every grant needs both" in record.getMessage()
+    ]
+
+
+def test_two_nodes_are_accepted_with_a_warning_that_says_what_they_cost(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="redlock_async"), warnings.catch_warnings():
+        warnings.simplefilter("error")  # a log record: never a Python warning
+        redlock = Redlock(TWO)
+    assert redlock.quorum == 2
+    (record,) = two_node_warnings(caplog)
+    assert record.levelno == logging.WARNING
+    message = record.getMessage()
+    for says in (
+        "2 nodes (redis://***@10.9.8.1:7000/0, redis://10.9.8.2:7000/0)",
+        "every grant needs both, so none may fail",
+        "an outage of either one blocks every lock",
+        "Use 3 nodes (any one may fail) or 1",
+    ):
+        assert says in message, message
+    assert "hunter2" not in message
+    assert getattr(record, "redlock_outcome", None) == "two_nodes"  # for a JSON log to filter on
+
+
+@pytest.mark.parametrize("n", [1, 3, 4, 5])
+def test_other_node_counts_are_not_warned_about(n: int, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="redlock_async"):
+        Redlock([f"redis://10.9.8.{i}:7000/0" for i in range(1, n + 1)])
+    assert not [record for record in caplog.records if record.levelno >= logging.WARNING]
+
+
+def test_each_redlock_warns_once_the_sync_one_too(caplog: pytest.LogCaptureFixture) -> None:
+    from redlock_async.sync import Redlock as SyncRedlock
+
+    with caplog.at_level(logging.WARNING, logger="redlock_async"):
+        first = Redlock(TWO)
+        first.lock("a")
+        first.lock("b")  # locks say nothing more
+        assert len(two_node_warnings(caplog)) == 1
+        Redlock(TWO)
+        assert len(two_node_warnings(caplog)) == 2
+        caplog.clear()
+        # The sync Redlock builds one async Redlock: one warning, not two.
+        with SyncRedlock(TWO) as redlock:
+            redlock.lock("a")
+        assert len(two_node_warnings(caplog)) == 1
+        caplog.clear()
+        # Refused configuration: an error, no warning before it.
+        with pytest.raises(ConfigurationError):
+            Redlock(TWO, node_timeout=-1)
+        assert not two_node_warnings(caplog)
+
+
+def test_the_cli_says_it_once_and_not_with_quiet() -> None:
+    from redlock_async._cli._output import library_warnings
+
+    for quiet, lines in ((False, 1), (True, 0)):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), library_warnings(quiet=quiet):
+            for _ in range(3):  # demo --nodes 2: a Redlock per worker
+                Redlock(TWO)
+        said = err.getvalue().splitlines()
+        assert len(said) == lines, said
+        assert all(line.startswith("redlock-async: 2 nodes (") for line in said)

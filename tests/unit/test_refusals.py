@@ -14,6 +14,7 @@ import pytest
 
 from redlock_async import Lock, LockBusy, LockNotAcquired, QuorumUnavailable, RedlockError
 from redlock_async._base._errors import NodeConnectionError, NodeResponseError
+from redlock_async._core._refusal import not_acquired
 from redlock_async._core._scripts import ACQUIRE, READ_ACQUIRE, RELEASE, WRITE_ACQUIRE
 
 from ._scripted import NEVER, Cluster, Late, Sent, run
@@ -62,7 +63,36 @@ def test_two_dead_nodes_of_three_is_unavailable_and_names_them() -> None:
     error = enter(c, timeout=0)
     assert type(error) is QuorumUnavailable
     assert set(error.errors) == {"n1", "n2"}
-    assert "1 of 3 nodes answered, 2 needed" in str(error)
+    assert "0 of 3 nodes said yes, 1 said no (n0), 2 failed (n1, n2); 2 needed" in str(error)
+
+
+def test_a_majority_outage_names_the_node_it_did_not_wait_for() -> None:
+    # Issue 38: two failures decide at once while n0, healthy, is still
+    # answering. "0 of 3 nodes answered" read as "all of Redis is down".
+    c = Cluster()
+    c.script(ACQUIRE.name, Late(1, 0.01), DOWN, DOWN)
+    c.script(RELEASE.name, 1)  # n0's late yes is undone
+    error = enter(c, timeout=0)
+    assert type(error) is QuorumUnavailable
+    message = str(error)
+    assert "nodes answered" not in message.partition(": too few nodes answered")[2]
+    expected = "0 of 3 nodes said yes, 2 failed (n1, n2), 1 not waited for (n0); 2 needed"
+    assert expected in message, message
+    assert error.attempts[-1].unanswered == ("n0",)  # what the message says, in the votes
+    # acquire() then lock.errors: n0 is no error, and the same message is made
+    # from the lock (as the CLI makes it) - once n0's yes came, it says so.
+    lock = c.lock(timeout=0)
+
+    async def main() -> tuple[str, str]:
+        assert not await lock.acquire()
+        assert set(lock.errors) == {"n1", "n2"}
+        before = str(not_acquired(lock.name, lock._refused, lock.errors, 0))
+        await asyncio.sleep(0.02)
+        return before, str(not_acquired(lock.name, lock._refused, lock.errors, 0))
+
+    before, after = run(main(), c.clock)
+    assert expected in before, before
+    assert "1 of 3 nodes said yes (n0), 2 failed (n1, n2); 2 needed" in after, after
 
 
 def test_after_a_false_acquire_errors_list_what_async_with_would() -> None:
@@ -90,13 +120,14 @@ def test_nodes_that_answered_with_errors_are_not_called_silent() -> None:
     c.script(ACQUIRE.name, noperm)
     error = enter(c, timeout=0)
     assert type(error) is QuorumUnavailable
-    assert "0 of 3 nodes answered" not in str(error)
-    assert "0 of 3 nodes voted, 2 needed; 3 of 3 answered with an error" in str(error)
+    assert "too few nodes voted to decide" in str(error)
+    assert "0 of 3 nodes said yes, 3 answered with an error (n0, n1, n2); 2 needed" in str(error)
     assert "NOPERM" in str(error)
     # Some answered with errors, one is down: both said.
     c.script(ACQUIRE.name, noperm, noperm, DOWN)
     error = enter(c, timeout=0)
-    assert "2 of 3 answered with an error, 1 did not answer" in str(error), error
+    said = "0 of 3 nodes said yes, 2 answered with an error (n0, n1), 1 failed (n2); 2 needed"
+    assert said in str(error), error
 
 
 def test_silent_nodes_are_not_waited_for_twice() -> None:
