@@ -29,9 +29,9 @@ GUIDE: Final = "docs/migrating.md"
 HINTS: Final = MappingProxyType(
     {
         # redis-py: Lock(redis, name, timeout=None, sleep=0.1, blocking=True,
-        # blocking_timeout=None, thread_local=True); acquire(sleep=None,
-        # blocking=None, blocking_timeout=None, token=None); extend(additional_time,
-        # replace_ttl=False).
+        # blocking_timeout=None, thread_local=True, raise_on_release_error=True);
+        # acquire(sleep=None, blocking=None, blocking_timeout=None, token=None) (the
+        # asyncio Lock's without sleep); extend(additional_time, replace_ttl=False).
         "blocking_timeout": (
             "redis-py's blocking_timeout (how long to wait) is timeout= here; the lease is ttl="
         ),
@@ -46,6 +46,10 @@ HINTS: Final = MappingProxyType(
         "blocking": (
             "blocking=False (one attempt) is acquire(blocking=False) here, "
             "or timeout=0 for `async with`"
+        ),
+        "raise_on_release_error": (
+            "redis-py's raise_on_release_error has no switch here: a lock lost or "
+            "expired before `async with` ends raises LockLost there"
         ),
         "token": (
             "redis-py's token (a grant taken elsewhere) is held with redlock.adopt(name, token)"

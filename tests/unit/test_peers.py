@@ -37,6 +37,7 @@ OURS = {
     "sleep": "retry_delay=",
     "thread_local": "one Lock per critical section",
     "blocking": "acquire(blocking=False)",
+    "raise_on_release_error": "LockLost",
     "token": "redlock.adopt(name, token)",
     "additional_time": "extend(ttl)",
     "replace_ttl": "extend(ttl)",
