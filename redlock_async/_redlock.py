@@ -8,8 +8,9 @@ from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar, Unpack
 
 from ._base._address import Endpoint
-from ._base._config import RedlockConfig
+from ._base._config import LockOptions, RedlockConfig
 from ._base._errors import ConfigurationError
+from ._base._peers import NoKeywords, unexpected_keyword
 from ._core._asynconly import AsyncOnly
 from ._core._holderinfo import holder_tokens
 from ._core._lock import REDLOCKS, Holdings, Lock, LockKeywords, OnLost, Unset
@@ -128,13 +129,9 @@ class Redlock(Inspection, AsyncOnly):
       also put lock names in metric attributes; ``holder_info`` [True]: see :meth:`holder`.
 
     Raises ConfigurationError for bad arguments, and when two nodes are one
-    Redis server (same resolved address and port, or same socket path after
-    ``os.path.realpath``, whatever the database): that server would cast two
-    votes. Host names are resolved here, with ``socket.getaddrinfo`` (the
-    connections of the next 5 s use these addresses; later ones resolve
-    again); a name that does not resolve is compared as its lowercased
-    literal. Nothing connects until the first command; close with
-    ``await redlock.aclose()`` or ``async with``.
+    Redis server (same resolved address and port, or same real socket path,
+    whatever the database: docs/guide.md). Nothing connects until the first
+    command; close with ``await redlock.aclose()`` or ``async with``.
     """
 
     _with_what = "Redlock"
@@ -214,6 +211,7 @@ class Redlock(Inspection, AsyncOnly):
         max_attempts: int | None = None,
         min_validity: float = 0.0,
         unavailable_timeout: float | Unset | None = REDLOCKS,
+        **unexpected: Unpack[NoKeywords],
     ) -> Lock:
         """A new exclusive :class:`Lock` on ``name`` (not yet acquired).
 
@@ -229,7 +227,10 @@ class Redlock(Inspection, AsyncOnly):
         how long ``acquire()`` keeps trying while no quorum of nodes answers,
         then returns False (``async with``: QuorumUnavailable) whatever
         ``timeout`` has left; None: no limit but ``timeout`` (:class:`LockOptions`).
+        Any other keyword raises TypeError, naming ours for a peer library's (docs/migrating.md).
         """
+        if unexpected:
+            raise unexpected_keyword("Redlock.lock", next(iter(unexpected)))
         core = self._core
         if core.closed:
             core.check_open()
@@ -276,7 +277,7 @@ class Redlock(Inspection, AsyncOnly):
         lock cancels the call and raises :class:`LockLost`, as ``async with``
         does.
         """
-        self._lock_options(**options)  # bad keywords fail here, not at the first call
+        self._lock_options.of("Redlock.synchronized", options)  # bad keywords fail here
         return synchronized(self.lock, name, options)
 
     def rwlock(self, name: str, **defaults: Unpack[LockKeywords]) -> RWLock:
@@ -288,34 +289,33 @@ class Redlock(Inspection, AsyncOnly):
         writer waiting for readers stops new readers from joining, so a steady
         stream of readers cannot starve it. Read-to-write upgrade is refused.
         """
-        self._core.check_open()
-        if self._clusters is not None:
-            self._check_clusters()
-        self._lock_options(**defaults)  # bad defaults fail here, not at read()/write()
+        self._options("Redlock.rwlock", defaults)  # bad defaults fail here, not at read()/write()
         keys = self._commands(name).keys
-        return RWLock(self._core, self._holdings, name, keys, self._lock_options, defaults)
+        return RWLock(self._core, self._holdings, name, keys, self._lock_options.of, defaults)
 
     def multilock(self, names: Iterable[str], **keywords: Unpack[LockKeywords]) -> MultiLock:
         """A new :class:`MultiLock` on every one of ``names`` at once (not yet
         acquired): all of them or none, excluding plain locks of each name.
         Keywords as :meth:`lock`. Raises ConfigurationError for no names, a
         bad name, ``fencing=True`` or ``fair=True`` (docs/multilock.md)."""
-        self._core.check_open()
-        if self._clusters is not None:
-            self._check_clusters()
-        options = self._lock_options(**keywords)
+        options = self._options("Redlock.multilock", keywords)
         return MultiLock(self._core, self._holdings, names, options, self.config.prefix)
 
-    def semaphore(self, name: str, limit: int, **options: Unpack[LockKeywords]) -> SemaphoreLock:
+    def semaphore(self, name: str, limit: int, **keywords: Unpack[LockKeywords]) -> SemaphoreLock:
         """A new :class:`SemaphoreLock` on ``name`` (not yet acquired): at most ``limit``
         (1 to 1024) valid holders at once. Keywords of :meth:`lock`; ``fencing=True``
         and ``fair=True`` raise ConfigurationError, as do a bad name or limit."""
-        core = self._core
-        core.check_open()
+        options = self._options("Redlock.semaphore", keywords)
+        keys = self._commands(name).keys
+        return semaphore(self._core, self._holdings, name, keys, limit, options)
+
+    def _options(self, function: str, keywords: LockKeywords) -> LockOptions:
+        """What every factory but the inlined lock() checks first: this Redlock is
+        open, its cluster clients distinct, ``keywords`` valid (given to ``function``)."""
+        self._core.check_open()
         if self._clusters is not None:
             self._check_clusters()
-        keys = self._commands(name).keys
-        return semaphore(core, self._holdings, name, keys, limit, self._lock_options(**options))
+        return self._lock_options.of(function, keywords)
 
     def _check_clusters(self) -> None:
         """Refuse two cluster clients of one cluster, once they have connected."""

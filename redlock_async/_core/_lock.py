@@ -14,11 +14,12 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from types import MappingProxyType, TracebackType
-from typing import Final, Self, TypedDict
+from typing import Final, Self, TypedDict, Unpack
 
 from .._base._config import LockOptions, check_seconds, check_ttl
-from .._base._errors import LockLost, LockNotOwned, NodeError, RedlockError
+from .._base._errors import LockLost, NodeError, RedlockError
 from .._base._observe import LOCK, warn
+from .._base._peers import NoKeywords, unexpected_keyword
 from .._engine import Engine
 from . import _acquire
 from . import _observed as observed
@@ -159,6 +160,7 @@ class Lock(LockState):
         timeout: float | Unset | None = UNSET,
         *,
         unavailable_timeout: float | Unset | None = UNSET,
+        **unexpected: Unpack[NoKeywords],
     ) -> bool:
         """Try to acquire; True on success, False when it gave up.
 
@@ -169,9 +171,11 @@ class Lock(LockState):
         ``unavailable_timeout`` seconds have passed since the first attempt
         no quorum answered (default: the lock's; None: no such limit). A
         name held elsewhere is waited for the whole ``timeout``.
-        Raises RedlockError when this object already holds a grant,
-        ConfigurationError for a bad ``timeout`` or ``unavailable_timeout``.
+        Raises RedlockError when this object already holds a grant, ConfigurationError
+        for a bad ``timeout`` or ``unavailable_timeout``, TypeError for another keyword.
         """
+        if unexpected:
+            raise unexpected_keyword("Lock.acquire", next(iter(unexpected)))
         if self._grant is not None or self._acquiring:
             raise RedlockError(
                 f"lock {self._name!r} is already held or being acquired by this object; "
@@ -222,13 +226,15 @@ class Lock(LockState):
             # Only a renewed grant can make a wait for it endless (_owners.py).
             holdings.owners.took(renewer, self._name, self._commands.kind, owner)
 
-    async def extend(self, ttl: float | None = None) -> None:
+    async def extend(self, ttl: float | None = None, **unexpected: Unpack[NoKeywords]) -> None:
         """Renew the grant to a full ``ttl`` (default: the lock's ttl) from now.
 
         Retries while the grant is still valid; raises LockLost when a quorum
         no longer holds it or its validity ends first, LockNotOwned when this
-        object holds no grant.
+        object holds no grant, TypeError for any keyword but ``ttl``.
         """
+        if unexpected:
+            raise unexpected_keyword("Lock.extend", next(iter(unexpected)))
         if listening(self._engine):
             return await observed.extend(self._engine, self._name, self._extend(ttl))
         return await self._extend(ttl)
@@ -259,11 +265,6 @@ class Lock(LockState):
         if renewer is None:
             renewer = self._renewer = Renewer(self, self._commands, self._holdings.gone)
         return renewer
-
-    def _require_grant(self) -> Grant:
-        if self._grant is not None:
-            return self._grant
-        raise self._loss.error or LockNotOwned(f"lock {self._name!r} is not held by this object")
 
     async def release(self) -> None:
         """Release the grant on every node.

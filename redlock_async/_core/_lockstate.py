@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Mapping
 
 from .._base._config import LockOptions
-from .._base._errors import NodeError
+from .._base._errors import LockNotOwned, NodeError
 from .._engine import Engine
 from ._asynconly import AsyncOnly
 from ._grant import Grant
@@ -59,6 +59,12 @@ class LockState(AsyncOnly):
     def lost_event(self) -> asyncio.Event:
         """Set when a held grant is lost: ``await lock.lost_event.wait()``."""
         return self._own_loss().event()
+
+    def _require_grant(self) -> Grant:
+        """The grant held; raises the loss, or LockNotOwned, when there is none."""
+        if self._grant is not None:
+            return self._grant
+        raise self._loss.error or LockNotOwned(f"lock {self._name!r} is not held by this object")
 
     def _own_loss(self) -> Loss:
         """This lock's own loss record, made now if it still has the shared one."""

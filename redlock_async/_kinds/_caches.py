@@ -8,15 +8,21 @@ once per call, is most of what ``Redlock.lock()`` would otherwise cost.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
+from typing import Any, Final
 
 from .._base._config import LockOptions, check_ttl
 from .._base._errors import ConfigurationError
 from .._base._keys import KeyLayout, check_name
+from .._base._peers import unknown_keyword
 from .._base._timing import validity
 from .._core._commands import ExclusiveCommands
-from .._core._lock import REDLOCKS, OnLost, Unset
+from .._core._lock import REDLOCKS, LockKeywords, OnLost, Unset
 
-__all__ = ["CommandsCache", "OptionsCache"]
+__all__ = ["LOCK_KEYWORDS", "CommandsCache", "OptionsCache"]
+
+LOCK_KEYWORDS: Final = LockKeywords.__optional_keys__
+"""The keywords every lock factory takes."""
 
 _MAX_OPTIONS = 256
 _MAX_LAYOUTS = 1024
@@ -104,6 +110,19 @@ class OptionsCache:
                 with contextlib.suppress(TypeError):
                     self._options[spec] = options
         return options
+
+    def of(self, function: str, keywords: Mapping[str, Any]) -> LockOptions:
+        """The options of ``keywords`` given to ``function`` (a factory's qualified
+        name). An unknown keyword raises TypeError naming ``function``, and this
+        library's keyword when it is another lock library's (_base/_peers.py)."""
+        try:
+            return self(**keywords)
+        except TypeError:
+            # Looked for only now: a check before the call would cost every call.
+            error = unknown_keyword(function, keywords, LOCK_KEYWORDS)
+            if error is None:
+                raise  # not an unknown keyword: that TypeError stands
+            raise error from None
 
 
 class CommandsCache:

@@ -17,8 +17,8 @@ from __future__ import annotations
 import asyncio
 import secrets
 import weakref
-from collections.abc import Callable
-from typing import NoReturn, Unpack
+from collections.abc import Callable, Mapping
+from typing import Any, NoReturn, Unpack
 
 from .._base._config import LockOptions
 from .._base._errors import ConfigurationError, RedlockError
@@ -31,7 +31,8 @@ from .._engine import Command, Engine, Script, Tally, Waiting
 
 __all__ = ["RWLock", "ReadLock", "WriteLock"]
 
-OptionsFactory = Callable[..., LockOptions]
+# OptionsCache.of: the options of keywords given to a function (its name, for errors).
+OptionsFactory = Callable[[str, Mapping[str, Any]], LockOptions]
 
 _RW_LINE = b"rw"  # the line of both views' waiters (Commands.waiting)
 
@@ -87,7 +88,7 @@ class RWLock:
     def read(self, **options: Unpack[LockKeywords]) -> ReadLock:
         """A new read lock (shared with other readers, excluded by a writer)."""
         self._engine.check_open()
-        opts = self._options(**{**self._defaults, **options})
+        opts = self._options("RWLock.read", {**self._defaults, **options})
         if opts.fencing:
             raise ConfigurationError(
                 "fencing=True is for write locks: readers share the lock, so a "
@@ -101,7 +102,7 @@ class RWLock:
     def write(self, **options: Unpack[LockKeywords]) -> WriteLock:
         """A new write lock (excludes readers and other writers)."""
         self._engine.check_open()
-        opts = self._options(**{**self._defaults, **options})
+        opts = self._options("RWLock.write", {**self._defaults, **options})
         commands = _WriteCommands(self._keys, self._engine, self.check_no_read_held)
         return WriteLock(self._engine, self._holdings, self._name, opts, commands)
 

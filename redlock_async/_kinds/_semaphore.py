@@ -20,11 +20,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from typing import Final, Self
+from typing import Final, Self, Unpack
 
 from .._base._config import LockOptions
 from .._base._errors import ConfigurationError, LockBusy, QuorumUnavailable, RedlockError
 from .._base._keys import KeyLayout
+from .._base._peers import NoKeywords
 from .._base._timing import ttl_ms
 from .._core._lock import UNSET, Holdings, Lock, Unset
 from .._core._scripts import EXTEND, RELEASE, SEM_ACQUIRE, SEM_RELEASE
@@ -288,12 +289,15 @@ class SemaphoreLock(Lock):
         timeout: float | Unset | None = UNSET,
         *,
         unavailable_timeout: float | Unset | None = UNSET,
+        **unexpected: Unpack[NoKeywords],
     ) -> bool:
         if self._grant is None and not self._acquiring:
             # A renewer reads its key once, when made: a new grant may hold
             # another slot than the last one this object held.
             self._renewer = None
-        return await super().acquire(blocking, timeout, unavailable_timeout=unavailable_timeout)
+        return await super().acquire(
+            blocking, timeout, unavailable_timeout=unavailable_timeout, **unexpected
+        )
 
     acquire.__doc__ = Lock.acquire.__doc__
 

@@ -18,6 +18,7 @@ from typing import Any, Self, TypedDict, TypeVar, Unpack, cast
 
 from .._base._config import LockOptions
 from .._base._errors import LockLost, NodeError, RedlockError
+from .._base._peers import NoKeywords, unexpected_keyword
 from .._core._lock import UNSET, LockKeywords, Unset
 from .._core._lock import Lock as AsyncLock
 from .._kinds._rwlock import RWLock as AsyncRWLock
@@ -113,6 +114,7 @@ class Lock:
         timeout: float | Unset | None = UNSET,
         *,
         unavailable_timeout: float | Unset | None = UNSET,
+        **unexpected: Unpack[NoKeywords],
     ) -> bool:
         """Try to acquire; True on success, False when it gave up.
 
@@ -124,17 +126,22 @@ class Lock:
         :meth:`redlock_async.Lock.acquire`. Interrupted while waiting (Ctrl-C), it gives back a
         grant won meanwhile before the interruption propagates. Raises
         RedlockError when this object already holds a grant, RuntimeError
-        from a thread that runs an event loop.
+        from a thread that runs an event loop, TypeError for any other keyword
+        (naming ``timeout`` for redis-py's ``blocking_timeout``).
         """
+        if unexpected:  # raised here, not on the loop thread
+            raise unexpected_keyword("Lock.acquire", next(iter(unexpected)))
         acquire = functools.partial(self._lock.acquire, unavailable_timeout=unavailable_timeout)
         return self._attempt(acquire, blocking, timeout)
 
-    def extend(self, ttl: float | None = None) -> None:
+    def extend(self, ttl: float | None = None, **unexpected: Unpack[NoKeywords]) -> None:
         """Renew the grant to a full ``ttl`` (default: the lock's) from now.
 
         Raises LockLost when it could not be renewed in time, LockNotOwned when
-        this object holds no grant.
+        this object holds no grant, TypeError for any keyword but ``ttl``.
         """
+        if unexpected:
+            raise unexpected_keyword("Lock.extend", next(iter(unexpected)))
         self._call(self._lock.extend, ttl)
 
     def release(self) -> None:

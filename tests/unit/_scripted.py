@@ -332,7 +332,7 @@ class Cluster:
         return Lock(self.engine, self.holdings, name, opts, commands)
 
     def rwlock(self, name: str = "res", **defaults: Unpack[LockKeywords]) -> RWLock:
-        def options(**keywords: Any) -> LockOptions:
+        def options(function: str, keywords: Mapping[str, Any]) -> LockOptions:
             return LockOptions(**keywords)
 
         return RWLock(self.engine, self.holdings, name, self.keys(name), options, defaults)
