@@ -136,3 +136,44 @@ async def test_an_undo_cut_by_a_stall_reaches_a_node_without_the_script(
         # attempt stays there for its 60 s ttl.
         assert await eventually(lambda: not lock_keys([stalled])[0], within=10.0)
         await holder.release()
+
+
+async def test_a_stalled_node_gets_one_probe_at_a_time_not_a_connection_per_resend(
+    redis_nodes: RedisNodes,
+) -> None:
+    # Each release cut by the stall is resent until the node answers; to a
+    # node that answers nothing, one command at a time goes out (a probe),
+    # the other resends fail unwritten - or each would open a connection to
+    # it per stall limit, for as long as the keys may live.
+    opened = [0]
+
+    class Counted(redis.asyncio.Connection):
+        """Counts the sockets it opens (the stalled node's client only)."""
+
+        async def _connect(self) -> None:
+            opened[0] += 1
+            await super()._connect()  # type: ignore[no-untyped-call]
+
+    stalled = redis_nodes[0]
+    clients = [redis.asyncio.Redis.from_url(stalled.direct_url, connection_class=Counted)]
+    clients += [redis.asyncio.Redis.from_url(node.direct_url) for node in redis_nodes[1:]]
+    try:
+        async with Redlock(clients, node_timeout=_NODE_TIMEOUT) as redlock:
+            locks = [redlock.lock(f"job:{i}", ttl=60.0, auto_extend=False) for i in range(20)]
+            for lock in locks:
+                assert await lock.acquire(timeout=5.0)
+            stalled.pause()
+            try:
+                await asyncio.gather(*(lock.release() for lock in locks))
+                await asyncio.sleep(_PAST_STALL)  # every release to it has been cut
+                before = opened[0]
+                await asyncio.sleep(3 * stall_limit(_NODE_TIMEOUT))
+                during = opened[0] - before
+            finally:
+                stalled.resume()
+            assert during < len(locks), during
+            # And once it answers, every release reaches it.
+            assert await eventually(lambda: not lock_keys([stalled])[0], within=10.0)
+    finally:
+        for client in clients:
+            await client.aclose()
