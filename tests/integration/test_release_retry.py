@@ -142,9 +142,9 @@ async def test_a_stalled_node_gets_one_probe_at_a_time_not_a_connection_per_rese
     redis_nodes: RedisNodes,
 ) -> None:
     # Each release cut by the stall is resent until the node answers; to a
-    # node that answers nothing, one command at a time goes out (a probe),
-    # the other resends fail unwritten - or each would open a connection to
-    # it per stall limit, for as long as the keys may live.
+    # node that answers nothing, nothing goes out but a probe (a PING), one
+    # at a time, and the resends fail unwritten - or each would open a
+    # connection to it per stall limit, for as long as the keys may live.
     opened = [0]
 
     class Counted(redis.asyncio.Connection):

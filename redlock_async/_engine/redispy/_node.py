@@ -10,7 +10,7 @@ mapped in ``_errors.py``, wake-ups go through ``_pubsub.py``.
 
 A command unanswered for the stall limit is cut, its connection dropped by
 redis-py: a cleanup cut so is resent (``_resend.py``), and a node that
-answered nothing meanwhile gets one command at a time until it answers
+answered nothing meanwhile is sent nothing but probes until it answers one
 (``_silence.py``). Granting scripts go behind a restart probe (``_watched.py``).
 """
 
@@ -133,8 +133,8 @@ class RedisPyNode:
 
     def run(self, command: Command, sink: Sink) -> None:
         silent = self._silence.error
-        if silent is not None and self._tasks:
-            self._refuse(sink, silent)  # a probe (or a command cut by now) is out
+        if silent is not None:
+            self._refuse(sink, silent)
             return
         if len(self._tasks) >= self._window or self._backlog:
             # Every command holds a pooled connection while it runs, and a
@@ -157,16 +157,13 @@ class RedisPyNode:
             if self._window < self.concurrency:
                 self._window += 1
             backlog = self._backlog
+            silent = self._silence.error
+            while backlog and silent is not None:  # nothing is written to a silent node
+                self._refuse(backlog.popleft()[1], silent)
             # As many as the window now allows: one per finished command
             # would never let the window grow past the first few in flight.
-            # To a silent node, one: the probe; the others fail unwritten.
             while backlog and len(self._tasks) < self._window:
-                waiting, waiting_sink = backlog.popleft()
-                silent = self._silence.error
-                if silent is not None and self._tasks:
-                    self._refuse(waiting_sink, silent)
-                else:
-                    self._start(waiting, waiting_sink)
+                self._start(*backlog.popleft())
             if task.cancelled():
                 sink.settle(index, NodeConnectionError(f"{self._name}: command cancelled"))
                 return
@@ -206,9 +203,10 @@ class RedisPyNode:
         return reply
 
     def _refuse(self, sink: Sink, silent: NodeError) -> None:
-        """Fail a command to a silent node now, unwritten: it costs its vote and
-        nothing else (a cleanup is resent while what it cleans up may be there).
-        Later, as outcomes always come: never inside the caller's send loop."""
+        """Fail a command to a silent node now, unwritten (``_silence.py``), and
+        probe the node. Later, as outcomes always come: never inside the
+        caller's send loop."""
+        self._silence.probe(self._client)
         asyncio.get_running_loop().call_soon(sink.settle, self._index, silent)
 
     async def _send(self, command: Command) -> object:
@@ -290,6 +288,7 @@ class RedisPyNode:
             task.cancel()
         if pending:
             await asyncio.wait(pending)
+        await self._silence.aclose()
         if self._owned:
             await self._client.aclose()
 
