@@ -4,7 +4,9 @@ A release whose connection broke (a killed connection, a node that
 restarted, a stall that dropped it) may never have run, and its key would
 then block everyone for a whole ttl. Releases are compare-and-delete, safe
 to repeat: they are sent again, with backoff, until the key would have
-expired anyway (``tally.resend_until``).
+expired anyway (``tally.resend_until``). The same goes for undos of failed
+attempts, and for every driver: each resend is a fresh script call, so a
+node that lost its script cache meanwhile gets ``EVALSHA``, then ``EVAL``.
 """
 
 from __future__ import annotations
@@ -84,23 +86,26 @@ class Resend:
     def settle(self, index: int, reply: Reply) -> None:
         # Once resending, a resend that could not even be written (the node
         # still down) does not end the chain: the original may still run.
-        if failed_with_connection(self.node, reply):
+        if failed_with_connection(reply):
             self.schedule()
         else:
             _log.debug("redlock_async: %s resent to %s: %r", self.command, self.node.name, reply)
 
 
-def failed_with_connection(node: Node, reply: Reply) -> bool:
+def failed_with_connection(reply: Reply) -> bool:
     """Did the command fail with its connection (so it may not have run)?
 
-    A timeout counts on ordered nodes only: there it means the stall detector
-    dropped the connection. Through redis-py a timeout leaves the command
-    running on a pooled connection, and resending to a node that is not
-    answering only piles up connections.
+    A timeout counts, whatever the driver: none reports one but for a
+    command whose connection it dropped. The lean driver's stall check drops
+    a silent node's connection. redis-py and valkey-py drop the connection
+    of a read that timed out or was cancelled - by the client's
+    ``socket_timeout`` or by the driver's stall bound (``RedisPyNode._send``)
+    - so the command is running nowhere: it was never written, or the node
+    read it after we stopped listening. A paused node then runs it on
+    resume, or answers ``NOSCRIPT`` to a closed connection, and the
+    ``EVAL`` fallback never runs: only a resend gets it there.
     """
-    if isinstance(reply, NodeConnectionError):
-        return True
-    return isinstance(reply, NodeTimeoutError) and node.ordered
+    return isinstance(reply, NodeConnectionError | NodeTimeoutError)
 
 
 def resend(group: Resending, tally: Tally, index: int, reply: NodeError) -> None:
@@ -114,7 +119,7 @@ def resend(group: Resending, tally: Tally, index: int, reply: NodeError) -> None
     # paused node runs it when it resumes: then the release must reach it.
     if isinstance(reply, Unsent) and not _may_have_run(tally.after, index):
         return
-    if tally.command is not None and failed_with_connection(node, reply):
+    if tally.command is not None and failed_with_connection(reply):
         Resend(group, node, index, tally.command, tally.resend_until).schedule()
 
 

@@ -7,6 +7,11 @@ Each command is a task; its outcome reaches the callback as a value. Pooled
 connections give no ordering between commands, so the quorum layer chains
 cleanup after in-flight commands itself (``ordered = False``). Exceptions are
 mapped in ``_errors.py``, wake-ups go through ``_pubsub.py``.
+
+A command unanswered for the stall limit is cut, its connection dropped by
+redis-py: a cleanup cut so is resent (``_resend.py``), and a node that
+answered nothing meanwhile is sent nothing but probes until it answers one
+(``_silence.py``). Granting scripts go behind a restart probe (``_watched.py``).
 """
 
 from __future__ import annotations
@@ -17,9 +22,8 @@ from collections.abc import Callable, Sequence
 
 from redis.asyncio import Redis, RedisCluster
 
-from ..._base._errors import NodeConnectionError, NodeResponseError
+from ..._base._errors import NodeConnectionError, NodeError, NodeResponseError
 from .._node import (
-    SERVER_ID,
     Arg,
     Call,
     Command,
@@ -35,6 +39,8 @@ from .._wake import Subscriber, WakeHub, WakeSource
 from ._errors import never_sent, translate
 from ._kinds import errors, is_cluster, is_plain
 from ._pubsub import RedisPySubscriber
+from ._silence import Silence
+from ._watched import watched
 
 __all__ = ["RedisPyNode"]
 
@@ -70,6 +76,9 @@ class RedisPyNode:
         # redis-py may wait forever on a blackholed socket when the caller's
         # client has no socket_timeout; this bound keeps tasks from piling up.
         self._stall = stall_limit(node_timeout)
+        # A cluster's client reaches many servers: one paused shard is no
+        # silence of the others.
+        self._silence = Silence(name, self._stall, watching=not is_cluster(client))
         self._tasks: set[asyncio.Task[object]] = set()
         self._index = 0  # position among the Redlock's nodes (bind)
         # When a command last finished, or went out with none other out
@@ -123,6 +132,10 @@ class RedisPyNode:
         self._view_of = view_of
 
     def run(self, command: Command, sink: Sink) -> None:
+        silent = self._silence.error
+        if silent is not None:
+            self._refuse(sink, silent)
+            return
         if len(self._tasks) >= self._window or self._backlog:
             # Every command holds a pooled connection while it runs, and a
             # full pool fails the next at once ("Too many connections"): a
@@ -144,6 +157,9 @@ class RedisPyNode:
             if self._window < self.concurrency:
                 self._window += 1
             backlog = self._backlog
+            silent = self._silence.error
+            while backlog and silent is not None:  # nothing is written to a silent node
+                self._refuse(backlog.popleft()[1], silent)
             # As many as the window now allows: one per finished command
             # would never let the window grow past the first few in flight.
             while backlog and len(self._tasks) < self._window:
@@ -171,10 +187,27 @@ class RedisPyNode:
             # the node's fault.
             self._answered = asyncio.get_running_loop().time()
         self._out += 1
+        silence = self._silence
+        heard = silence.heard
         try:
-            return await self._send(command)
+            reply = await self._send(command)
+        except silence.replies:
+            silence.answered()
+            raise
+        except TimeoutError:
+            silence.cut(heard)  # by the stall limit (redis-py's own timeouts are not this class)
+            raise
         finally:
             self._out -= 1
+        silence.answered()
+        return reply
+
+    def _refuse(self, sink: Sink, silent: NodeError) -> None:
+        """Fail a command to a silent node now, unwritten (``_silence.py``), and
+        probe the node. Later, as outcomes always come: never inside the
+        caller's send loop."""
+        self._silence.probe(self._client)
+        asyncio.get_running_loop().call_soon(sink.settle, self._index, silent)
 
     async def _send(self, command: Command) -> object:
         async with asyncio.timeout(self._stall):
@@ -186,7 +219,9 @@ class RedisPyNode:
             if self.cluster and script.cluster is not None:
                 script = script.cluster  # a run_id check: no restart watch per shard
             if self.restarts is not None and script.grants:
-                return await self._watched(script, keys, command.args)
+                return await watched(
+                    self._client, self.restarts, self._noscript, script, keys, command.args
+                )
             try:
                 return await self._client.evalsha(
                     script.sha.decode(), len(keys), *keys, *command.args
@@ -206,51 +241,11 @@ class RedisPyNode:
         if self.restarts is not None and script.grants:
             # A plain node beside a cluster (a multilock's part): unwatched, one
             # restarted from disk would vote yes with its old epoch, lacking grants.
-            return await self._watched(script, keys, args)
+            return await watched(self._client, self.restarts, self._noscript, script, keys, args)
         try:
             return await self._client.evalsha(script.sha.decode(), len(keys), *keys, *args)
         except self._noscript:
             return await self._client.eval(script.source.decode(), len(keys), *keys, *args)
-
-    async def _watched(self, script: Script, keys: Sequence[bytes], args: Sequence[Arg]) -> object:
-        """A granting script (or split part) behind ``server_id.lua`` on one connection:
-        redis-py reconnects on its own, so a restart can only be seen by
-        asking: the pipeline keeps the two in order, so a vote from a server
-        that just restarted is judged with that knowledge.
-
-        After a NOSCRIPT (scripts are loaded on first use, and again after a
-        SCRIPT FLUSH) only what did not run is resent, as EVAL: an acquire
-        that ran must not run again (it would answer 0 to its own grant).
-        Resending is safe for ordering here, unlike on the lean driver: the
-        cleanup of this attempt is chained after this command's outcome.
-        """
-        pipe = self._client.pipeline(transaction=False)
-        pipe.evalsha(SERVER_ID.sha.decode(), 0)
-        pipe.evalsha(script.sha.decode(), len(keys), *keys, *args)
-        server, result = await pipe.execute(raise_on_error=False)
-        if isinstance(result, self._noscript):
-            # The script did not run: both again, in order, as EVAL.
-            pipe = self._client.pipeline(transaction=False)
-            pipe.eval(SERVER_ID.source.decode(), 0)
-            pipe.eval(script.source.decode(), len(keys), *keys, *args)
-            server, result = await pipe.execute(raise_on_error=False)
-        elif isinstance(server, self._noscript):
-            # The script ran but the server was not asked who it is: ask now.
-            # A restart in between is seen as one and quarantines this vote.
-            server = await self._client.eval(SERVER_ID.source.decode(), 0)
-        if isinstance(server, list) and len(server) == 2 and self.restarts is not None:
-            run_id, uptime = server
-            self.restarts.observe_fields(
-                run_id.encode() if isinstance(run_id, str) else bytes(run_id),
-                float(uptime),
-                asyncio.get_running_loop().time(),
-            )
-        elif isinstance(server, errors("ResponseError")) and self.restarts is not None:
-            # INFO refused inside server_id.lua (an ACL without +info): fail closed.
-            self.restarts.unknown(server)
-        if isinstance(result, Exception):
-            raise result
-        return result
 
     def reset(self) -> None:
         # Tasks of the old loop are abandoned; a client we made drops its
@@ -259,6 +254,7 @@ class RedisPyNode:
         self._out = 0  # their tasks will never finish here
         self._backlog.clear()  # their tallies belong to the old loop too
         self._window = _FIRST_WINDOW  # a cold pool again
+        self._silence.reset()
         if self._owned and isinstance(self._client, Redis):
             self._client.connection_pool.reset()  # type: ignore[no-untyped-call]
 
@@ -292,6 +288,7 @@ class RedisPyNode:
             task.cancel()
         if pending:
             await asyncio.wait(pending)
+        await self._silence.aclose()
         if self._owned:
             await self._client.aclose()
 
