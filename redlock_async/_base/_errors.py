@@ -134,7 +134,9 @@ class QuorumUnavailable(LockNotAcquired):
     """Too few nodes answered to decide: down, slow, refusing or misconfigured.
 
     ``errors`` says why, per node (in HTTP terms, 503 Service Unavailable).
-    Whether the name is held elsewhere is unknown.
+    Whether the name is held elsewhere is unknown. Raised by ``extend()``
+    too, when no quorum confirmed it in time while the grant is still valid:
+    the lock is then still held, and its background renewal goes on.
     """
 
 

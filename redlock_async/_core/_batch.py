@@ -191,7 +191,7 @@ class Batch(Generic[_M]):
             waiter.set_result(None)
 
     def wait(self) -> asyncio.Future[None]:
-        """Done once the batch is decided (for an ``extend()`` that must not race it)."""
+        """Done once the batch is decided."""
         if self._waiter is None:
             self._waiter = asyncio.get_running_loop().create_future()
             if self._then is None:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType, TracebackType
 from typing import Final, Self, TypedDict, Unpack
 
-from .._base._config import LockOptions, check_seconds, check_ttl
+from .._base._config import LockOptions, check_seconds
 from .._base._errors import LockLost, NodeError, RedlockError
 from .._base._observe import LOCK, warn
 from .._base._peers import NoKeywords, unexpected_keyword
@@ -25,7 +25,7 @@ from . import _acquire
 from . import _observed as observed
 from ._acquire import Failures
 from ._commands import Commands, ExclusiveCommands
-from ._extend import extend_now
+from ._extend import Unconfirmed, extend_now, extend_request
 from ._grant import Grant
 from ._holder import NO_LOSS, Body, Cleanup
 from ._holdings import Holdings
@@ -226,38 +226,43 @@ class Lock(LockState):
             # Only a renewed grant can make a wait for it endless (_owners.py).
             holdings.owners.took(renewer, self._name, self._commands.kind, owner)
 
-    async def extend(self, ttl: float | None = None, **unexpected: Unpack[NoKeywords]) -> None:
+    async def extend(
+        self,
+        ttl: float | None = None,
+        *,
+        timeout: float | None = 0.0,
+        **unexpected: Unpack[NoKeywords],
+    ) -> None:
         """Renew the grant to a full ``ttl`` (default: the lock's ttl) from now.
 
-        Retries while the grant is still valid; raises LockLost when a quorum
-        no longer holds it or its validity ends first, LockNotOwned when this
-        object holds no grant, TypeError for any keyword but ``ttl``.
+        ``timeout`` [0.0]: one try, which returns within the vote limit V
+        (docs/guarantees.md); T: a try every ``min(retry_delay, ttl / 6)`` for up
+        to T seconds; None: until the validity ends. Raises LockLost when a quorum
+        refuses the grant or its validity ends; QuorumUnavailable when no quorum
+        confirmed in time while it is valid (still held, its renewal goes on);
+        LockNotOwned when not held; ConfigurationError, TypeError for bad arguments.
         """
         if unexpected:
             raise unexpected_keyword("Lock.extend", next(iter(unexpected)))
         if listening(self._engine):
-            return await observed.extend(self._engine, self._name, self._extend(ttl))
-        return await self._extend(ttl)
+            return await observed.extend(self._engine, self._name, self._extend(ttl, timeout))
+        return await self._extend(ttl, timeout)
 
-    async def _extend(self, ttl: float | None) -> None:
-        self._engine.loop()  # a grant of another loop or of the parent is orphaned first
-        grant = self._require_grant()
+    async def _extend(self, ttl: float | None, timeout: float | None) -> None:
         engine = self._engine
-        drift_factor = engine.config.drift_factor
-        new_ttl = self._options.ttl if ttl is None else check_ttl("ttl", ttl, drift_factor)
+        asked = extend_request(self._options, engine.config, ttl, timeout)  # checked first
+        engine.loop()  # a grant of another loop or of the parent is orphaned first
+        grant = self._require_grant()
         engine.check_open()
-        renewer = self._renewal()
-        renewals = self._holdings.renewals
-        try:
-            lost = await extend_now(renewals, renewer, grant, new_ttl, lambda: self._grant is grant)
-            if lost is None:
-                return
-            if self._grant is not grant:  # released or lost meanwhile
-                raise self._loss.error or LockLost(f"lock {self._name!r} is no longer held")
-            raise self._lose(*lost)  # (reason, errors, refused: whether to release)
-        finally:
-            if self._grant is grant and self._options.auto_extend:
-                renewals.start(renewer, grant)
+        renewals, renewer = self._holdings.renewals, self._renewal()
+        outcome = await extend_now(renewals, renewer, grant, asked, lambda: self._grant is grant)
+        if outcome is None:
+            return
+        if self._grant is not grant:  # released or lost meanwhile
+            raise self._loss.error or LockLost(f"lock {self._name!r} is no longer held")
+        if isinstance(outcome, Unconfirmed):  # not lost: renewed on while valid (extend_now)
+            raise outcome.error(self._name, self.valid_for, asked.renew)
+        raise self._lose(outcome.reason, outcome.errors, outcome.refused)
 
     def _renewal(self) -> Renewer[Lock]:
         """This lock's renewer: its weak handle (Holdings, Owners) and renewal entry."""
@@ -335,8 +340,7 @@ class Lock(LockState):
             self._body.stop(cleanup, self._options.cancel_on_lost, error, self._engine.loop())
         return error
 
-    # What closing its Redlock and a fork do to its grant: see each function.
-    _close = _close
+    _close = _close  # what closing its Redlock, and a fork, do to its grant
     _orphan = _orphan
 
     async def __aenter__(self) -> Self:

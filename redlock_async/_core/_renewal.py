@@ -108,12 +108,6 @@ class Renewer(weakref.ReferenceType[_Owner]):
         # The task that took the grant, while it runs (Owners).
         self.task: asyncio.Task[Any] | None = None
 
-    async def settle(self) -> None:
-        """Wait for a renewal in flight, so that an extend cannot race it."""
-        in_flight = self.in_flight
-        if in_flight is not None and not in_flight.decided:
-            await asyncio.shield(in_flight.wait())
-
 
 class Renewals(Generic[_Owner]):
     """The renewals of every auto-extended lock of one Redlock (one engine).

@@ -134,15 +134,26 @@ class Lock:
         acquire = functools.partial(self._lock.acquire, unavailable_timeout=unavailable_timeout)
         return self._attempt(acquire, blocking, timeout)
 
-    def extend(self, ttl: float | None = None, **unexpected: Unpack[NoKeywords]) -> None:
+    def extend(
+        self,
+        ttl: float | None = None,
+        *,
+        timeout: float | None = 0.0,
+        **unexpected: Unpack[NoKeywords],
+    ) -> None:
         """Renew the grant to a full ``ttl`` (default: the lock's) from now.
 
-        Raises LockLost when it could not be renewed in time, LockNotOwned when
-        this object holds no grant, TypeError for any keyword but ``ttl``.
+        ``timeout`` [0.0] as :meth:`redlock_async.Lock.extend`'s: by default
+        one try, returning within the vote limit V; more until ``timeout``
+        seconds have passed or the validity ends (None: until it ends).
+        Raises LockLost when the grant is gone or its validity ended;
+        QuorumUnavailable when no quorum confirmed in time while it is still
+        valid (still held, its renewal goes on); LockNotOwned when this
+        object holds no grant; TypeError for any other keyword.
         """
         if unexpected:
             raise unexpected_keyword("Lock.extend", next(iter(unexpected)))
-        self._call(self._lock.extend, ttl)
+        self._call(functools.partial(self._lock.extend, timeout=timeout), ttl)
 
     def release(self) -> None:
         """Release the grant on every node (raises as :meth:`redlock_async.Lock.release`)."""

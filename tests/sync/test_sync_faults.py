@@ -13,7 +13,7 @@ import warnings
 
 import pytest
 
-from redlock_async import LockLost, RedlockError
+from redlock_async import ConfigurationError, LockLost, QuorumUnavailable, RedlockError
 from redlock_async.sync import Lock, Redlock
 from redlock_async.testing import RedisNodes
 
@@ -85,6 +85,35 @@ def test_acquire_that_times_out_leaves_no_keys(redis_nodes: RedisNodes) -> None:
         assert not waiter.acquire(blocking=False)
         holder.release()
         assert not redlock.locked("timeout")
+    assert no_keys_left(redis_nodes)
+
+
+def test_an_unconfirmed_extend_keeps_the_lock(redis_nodes: RedisNodes) -> None:
+    """As the async extend(): QuorumUnavailable, still held, renewed once the nodes are back."""
+    told: list[Lock] = []
+    with Redlock(redis_nodes.urls) as redlock:
+        lock = redlock.lock("outage", ttl=3.0, on_lost=told.append)
+        assert lock.acquire()
+        with pytest.raises(ConfigurationError, match="timeout"):
+            lock.extend(timeout=-1.0)
+        majority = redis_nodes[:2]
+        try:
+            for node in majority:
+                node.pause()
+            with pytest.raises(QuorumUnavailable, match="still held"):
+                lock.extend()
+            assert lock.held
+            assert not lock.lost
+        finally:
+            for node in majority:
+                node.resume()
+        time.sleep(4.0)  # past the validity it had: renewed in the background
+        assert lock.held
+        assert not lock.lost
+        lock.extend(ttl=6.0, timeout=2.0)
+        assert lock.ttl == 6.0
+        lock.release()
+    assert told == []
     assert no_keys_left(redis_nodes)
 
 

@@ -55,6 +55,7 @@ __all__ = [
     "Stuck",
     "VirtualClock",
     "VirtualTimeLoop",
+    "busy_until",
     "per_key",
     "run",
     "scripted_nodes",
@@ -367,6 +368,17 @@ class Cluster:
             if not seen or sent.at != seen[-1]:
                 seen.append(sent.at)
         return seen
+
+
+def busy_until(c: Cluster, index: int, start: float, until: float, every: float) -> None:
+    """Play node ``index`` answering earlier commands every ``every`` s, ``start`` to ``until``
+    (its ``silent_since`` moves on: its votes wait, up to the backlog limit)."""
+    node = c.nodes[index]
+    loop = asyncio.get_running_loop()
+    t = start
+    while t <= until + 1e-9:
+        loop.call_at(t, setattr, node, "quiet_since", t)
+        t += every
 
 
 def per_key(rule: Rule) -> Rule:

@@ -16,17 +16,7 @@ import pytest
 from redlock_async._core._scripts import ACQUIRE, RELEASE
 from redlock_async._engine._admission import Admission
 
-from ._scripted import NEVER, Cluster, Late, run
-
-
-def busy_until(c: Cluster, index: int, start: float, until: float, every: float) -> None:
-    """Play node ``index`` answering earlier commands every ``every`` s, ``start`` to ``until``."""
-    node = c.nodes[index]
-    loop = asyncio.get_running_loop()
-    t = start
-    while t <= until + 1e-9:
-        loop.call_at(t, setattr, node, "quiet_since", t)
-        t += every
+from ._scripted import NEVER, Cluster, Late, busy_until, run
 
 
 def test_a_node_busy_answering_earlier_commands_keeps_its_vote_past_node_timeout() -> None:

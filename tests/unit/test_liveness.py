@@ -26,7 +26,7 @@ from redlock_async._engine._admission import Admission
 from redlock_async._engine._node import stall_limit
 from redlock_async._engine._tally import PENDING
 
-from ._scripted import NEVER, Answer, Cluster, Late, Sent, per_key, run
+from ._scripted import NEVER, Answer, Cluster, Late, Sent, busy_until, per_key, run
 
 # -- admission, alone ------------------------------------------------------------
 
@@ -220,16 +220,6 @@ def test_a_burst_of_one_shots_beyond_the_reserve_waits_its_turn_and_is_all_grant
 
 
 # -- votes of a node answering a backlog -------------------------------------------
-
-
-def busy_until(c: Cluster, index: int, start: float, until: float, every: float) -> None:
-    """Play node ``index`` answering earlier commands every ``every`` s, ``start`` to ``until``."""
-    node = c.nodes[index]
-    loop = asyncio.get_running_loop()
-    t = start
-    while t <= until + 1e-9:
-        loop.call_at(t, setattr, node, "quiet_since", t)
-        t += every
 
 
 def backlogged(node_timeout: float = 0.05) -> Cluster:

@@ -12,14 +12,19 @@ from typing import Any
 
 import pytest
 
-from redlock_async._base._errors import LockLost, NodeConnectionError
+from redlock_async._base._errors import (
+    ConfigurationError,
+    LockLost,
+    NodeConnectionError,
+    QuorumUnavailable,
+)
 from redlock_async._core._lock import Lock
 from redlock_async._core._renewal import Renewer
 from redlock_async._core._scripts import ACQUIRE, EXTEND, EXTEND_MANY, RELEASE
-from redlock_async._engine import Settled, Tally, settled
+from redlock_async._engine import Settled, Tally, settled, vote_limit
 from redlock_async._engine._node import unsent
 
-from ._scripted import Cluster, Late, run, sequence
+from ._scripted import NEVER, Cluster, Late, busy_until, per_key, run, sequence
 
 DOWN = NodeConnectionError("connection refused")
 DRIFT_3S = 3.0 * 0.01 + 0.002  # drift allowance of a 3 s grant at drift_factor 0.01
@@ -92,7 +97,161 @@ def test_a_refused_extend_loses_the_lock_and_cleans_up() -> None:
     assert all(sent.args == (b"tok1",) for _, sent in releases)
 
 
-def test_a_failed_extend_retries_until_the_validity_ends() -> None:
+def test_a_failed_extend_is_one_try_and_leaves_the_lock_held() -> None:
+    # Issue 38: no quorum answering used to hold extend() for the grant's
+    # whole remaining validity. By default it is one fan-out, decided within
+    # V; unconfirmed while the grant is valid, the lock is still held.
+    c = granted_cluster(retry_delay=0.2)
+    c.script(EXTEND.name, 1, DOWN, DOWN)  # failed, but nobody refused
+    lost: list[Lock] = []
+    lock = c.lock(ttl=1.0, auto_extend=False, on_lost=lost.append)
+    start = c.clock()
+
+    async def main() -> None:
+        assert await lock.acquire()
+        with pytest.raises(QuorumUnavailable, match="1 of 3 nodes said yes") as caught:
+            await lock.extend()
+        assert set(caught.value.errors) == {"n1", "n2"}
+        assert "still held" in str(caught.value)
+
+    run(main(), c.clock)
+    assert c.times(EXTEND.name) == [start]  # one try
+    assert c.clock() == start  # the nodes failed at once: nothing waited for
+    assert lock.held
+    assert not lock.lost
+    assert lost == []
+    assert lock.valid_for == pytest.approx(1.0 - 0.012)  # the acquire's, unchanged
+    assert c.sent(RELEASE.name) == []
+
+
+def test_an_unconfirmed_extend_returns_within_the_vote_limit() -> None:
+    # Virtual time: the worst case exactly. n0 says yes, n1 is silent, n2
+    # keeps answering earlier commands but never ours: its vote fails only
+    # at the backlog limit, V after the send - and extend() returns then.
+    c = granted_cluster(node_timeout=0.05)
+    c.script(EXTEND.name, 1, NEVER, NEVER)
+    lock = c.lock(ttl=6.0, auto_extend=False)
+
+    async def main() -> float:
+        assert await lock.acquire()
+        sent = c.clock()
+        busy_until(c, 2, sent, sent + 10.0, 0.01)
+        with pytest.raises(QuorumUnavailable) as caught:
+            await lock.extend()
+        assert "still answering earlier commands" in str(caught.value.errors["n2"])
+        return c.clock() - sent
+
+    took = run(main(), c.clock)
+    assert took == pytest.approx(vote_limit(0.05) - 0.001, abs=1e-6)  # timers fire 1 ms early
+    assert lock.held
+    assert not lock.lost
+
+
+def test_an_extend_does_not_wait_for_a_renewal_in_flight() -> None:
+    # A renewal in flight may take V to be decided: waiting for it, then
+    # sending its own, made extend() take up to 2 V. It is stopped instead
+    # (its verdict ignored when it lands) and the extend goes out at once.
+    c = granted_cluster(ordered=False)  # what runs later may answer first
+    c.renewals(Late(1, 0.5))  # the nodes answer renewals 0.5 s after their send ...
+    c.script(EXTEND.name, 1)
+    lock = c.lock(ttl=3.0)
+    start = c.clock()
+    took: list[float] = []
+
+    async def main() -> None:
+        assert await lock.acquire()
+        for index in range(3):  # ... busy with earlier commands meanwhile: votes wait
+            busy_until(c, index, start, start + 3.0, 0.01)
+        # The first renewal goes out 0.67-0.97 s in (two thirds of the ttl
+        # left, less a spread, on its grid): at 1 s it is in flight.
+        await asyncio.sleep(1.0)
+        renewer = lock._renewer
+        assert renewer is not None
+        assert renewer.in_flight is not None
+        asked = c.clock()
+        await lock.extend(5.0)
+        took.append(c.clock() - asked)
+        assert lock.ttl == 5.0
+        assert lock.valid_for == pytest.approx(5.0 - 0.052)
+        await asyncio.sleep(0.6)  # the renewal lands: its verdict changes nothing
+        assert lock.ttl == 5.0
+        assert lock.valid_for == pytest.approx(5.0 - 0.052 - 0.6)
+
+    run(main(), c.clock)
+    assert took == [0.0]
+    assert lock.held
+
+
+def test_after_an_unconfirmed_extend_the_renewal_goes_on(batched: bool) -> None:
+    c = granted_cluster(retry_delay=0.2, cross_slot=batched)
+    c.script(EXTEND.name, 1, DOWN, DOWN)  # the extend fails ...
+    c.script(EXTEND_MANY.name, per_key(1))  # ... the batched renewals work
+    lost: list[Lock] = []
+    lock = c.lock(ttl=3.0, on_lost=lost.append)
+    start = c.clock()
+
+    async def main() -> None:
+        assert await lock.acquire()
+        with pytest.raises(QuorumUnavailable, match="its renewal goes on"):
+            await lock.extend()
+        c.script(EXTEND.name, 1)  # the nodes are back (renewals one by one use it)
+        await asyncio.sleep(6.0)  # twice the ttl: renewed all along
+
+    run(main(), c.clock)
+    assert lost == []
+    assert lock.held
+    assert not lock.lost
+    renewals = [t for t in c.times(renewal_script(batched)) if t > start]
+    assert len(renewals) >= 5
+
+
+def test_a_renewal_that_fails_after_an_unconfirmed_extend_reports_its_errors(
+    batched: bool,
+) -> None:
+    # The extend's errors are the renewal's to report: a loss right after it
+    # says the renewals could not reach a quorum, not that the loop was blocked.
+    c = granted_cluster(node_timeout=0.05, cross_slot=batched)
+    c.renewals(1, DOWN, DOWN)
+    lost: list[Lock] = []
+    lock = c.lock(ttl=3.0, on_lost=lost.append, cancel_on_lost=False)
+
+    async def main() -> None:
+        assert await lock.acquire()
+        c.clock.advance(2.9)  # the loop was busy: the grant is 0.07 s from its end
+        with pytest.raises(QuorumUnavailable):
+            await lock.extend()
+        await lock.lost_event.wait()
+
+    run(main(), c.clock)
+    assert lost == [lock]
+    error = lock._loss.error
+    assert error is not None
+    assert "could not reach a quorum" in str(error)
+    assert set(error.errors) == {"n1", "n2"}
+
+
+def test_a_failed_extend_with_a_timeout_retries_until_the_timeout() -> None:
+    c = granted_cluster(retry_delay=0.2)
+    c.script(EXTEND.name, 1, DOWN, DOWN)
+    lock = c.lock(ttl=1.0, auto_extend=False)
+    start = c.clock()
+
+    async def main() -> None:
+        assert await lock.acquire()
+        with pytest.raises(QuorumUnavailable, match="last of 4 tries"):
+            await lock.extend(timeout=0.4)
+
+    run(main(), c.clock)
+    # Every min(retry_delay, ttl/6), the last at the timeout.
+    interval = 1.0 / 6.0
+    expected = [start, start + interval, start + 2 * interval, start + 0.4]
+    assert c.times(EXTEND.name) == pytest.approx(expected)
+    assert c.clock() == pytest.approx(start + 0.4)
+    assert lock.held
+    assert not lock.lost
+
+
+def test_a_failed_extend_without_a_timeout_retries_until_the_validity_ends() -> None:
     c = granted_cluster(retry_delay=0.2)
     c.script(EXTEND.name, 1, DOWN, DOWN)  # failed, but nobody refused
     lock = c.lock(ttl=1.0, auto_extend=False)
@@ -100,8 +259,9 @@ def test_a_failed_extend_retries_until_the_validity_ends() -> None:
 
     async def main() -> None:
         assert await lock.acquire()
-        with pytest.raises(LockLost, match="validity ended"):
-            await lock.extend()
+        with pytest.raises(LockLost, match="validity ended") as caught:
+            await lock.extend(timeout=None)
+        assert set(caught.value.errors) == {"n1", "n2"}  # the last try's
 
     run(main(), c.clock)
     validity_end = start + 1.0 - 0.012
@@ -111,6 +271,22 @@ def test_a_failed_extend_retries_until_the_validity_ends() -> None:
     assert expected[-1] < validity_end < expected[-1] + interval
     assert c.times(EXTEND.name) == pytest.approx(expected)
     assert c.clock() == pytest.approx(validity_end)
+    assert lock.lost
+
+
+def test_a_timeout_past_the_validity_ends_with_the_validity() -> None:
+    c = granted_cluster(retry_delay=0.2)
+    c.script(EXTEND.name, 1, DOWN, DOWN)
+    lock = c.lock(ttl=1.0, auto_extend=False)
+    start = c.clock()
+
+    async def main() -> None:
+        assert await lock.acquire()
+        with pytest.raises(LockLost, match="validity ended"):
+            await lock.extend(timeout=30.0)
+
+    run(main(), c.clock)
+    assert c.clock() == pytest.approx(start + 1.0 - 0.012)
     assert lock.lost
 
 
@@ -124,15 +300,33 @@ def test_a_failed_extend_to_a_shorter_ttl_shortens_the_validity() -> None:
 
     async def main() -> None:
         assert await lock.acquire()
-        task = asyncio.create_task(lock.extend(0.1))
         await asyncio.sleep(0.01)
-        assert lock.valid_for == pytest.approx(0.1 - 0.001 - 0.002 - 0.01)
+        # One try: unconfirmed, still held - for what n0 now keeps at least.
+        with pytest.raises(QuorumUnavailable):
+            await lock.extend(0.1)
+        assert lock.held
+        assert lock.valid_for == pytest.approx(0.1 - 0.001 - 0.002)
+        # Retried until the validity ends: that is the shortened one.
         with pytest.raises(LockLost, match="validity ended"):
-            await task
+            await lock.extend(0.1, timeout=None)
 
     run(main(), c.clock)
-    assert c.clock() == pytest.approx(start + 0.097)  # not 0.988
-    assert len(c.times(EXTEND.name)) == 1
+    assert c.clock() == pytest.approx(start + 0.01 + 0.097)  # not 0.988
+
+
+@pytest.mark.parametrize("timeout", [-1.0, math.nan, math.inf, "1", True])
+def test_a_bad_extend_timeout_is_refused(timeout: Any) -> None:
+    c = granted_cluster()
+    lock = c.lock(auto_extend=False)
+
+    async def main() -> None:
+        assert await lock.acquire()
+        with pytest.raises(ConfigurationError, match="timeout"):
+            await lock.extend(timeout=timeout)
+        assert lock.held  # nothing was sent
+
+    run(main(), c.clock)
+    assert c.sent(EXTEND.name) == []
 
 
 def test_extend_without_a_grant_raises() -> None:
