@@ -31,10 +31,9 @@ from typing import NamedTuple
 from ._base._errors import QuorumUnavailable
 from ._base._keys import KeyLayout
 from ._core._holderinfo import Holder, HolderKind, holder_of, parse
-from ._core._refusal import answers
 from ._core._scripts import HOLDER
 from ._engine import ANSWERS, Command, Engine, Tally, tally_text
-from ._kinds._adopt import verdict
+from ._kinds._adopt import hear_out, verdict
 from ._kinds._caches import CommandsCache
 
 __all__ = ["Inspection", "NodeView", "judge", "who_holds"]
@@ -81,13 +80,14 @@ async def who_holds(engine: Engine, name: str, keys: KeyLayout) -> Holder | None
     Raises QuorumUnavailable when too few nodes answered to tell.
     """
     engine.check_open()
+    sent = engine.clock()
     tally = engine.fanout(Command(HOLDER, (keys.lock, keys.writer, keys.readers), ()))
     await tally.decided  # every reply counts as "no" here: decided once a quorum came
     state, found = judge(_views(tally), tally.quorum)
     if state == "unknown":
         # A holder seen on one node of three, another node silent: the
         # nodes still answering are heard out first (as locked() does).
-        await answers(tally, engine.config.node_timeout)
+        await hear_out(engine, tally, sent)
         state, found = judge(_views(tally), tally.quorum)
     if state != "unknown":
         return found

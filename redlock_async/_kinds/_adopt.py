@@ -38,7 +38,7 @@ from .._core._scripts import LOCKED
 from .._engine import ANSWERS, Command, Engine, Tally, tally_text, vote_limit
 from ._multilock import TOKEN_PREFIX
 
-__all__ = ["adopt", "locked", "verdict"]
+__all__ = ["adopt", "hear_out", "locked", "verdict"]
 
 _MULTI = re.compile(re.escape(TOKEN_PREFIX.decode()) + TOKEN.pattern)
 
@@ -120,13 +120,14 @@ async def locked(engine: Engine, name: str, commands: ExclusiveCommands) -> bool
     when too few answered to tell.
     """
     engine.check_open()
+    sent = engine.clock()
     tally = engine.fanout(Command(LOCKED, (commands.keys.lock,), ()))
     await tally.decided  # every reply counts as "no" here: decided once two of three came
     state, _ = _judge(tally)
     if state == "unknown":
         # One "free" and one dead node of three does not say "free" yet:
         # the nodes still answering are heard out first.
-        await answers(tally, engine.config.node_timeout)
+        await hear_out(engine, tally, sent)
         state, _ = _judge(tally)
     if state != "unknown":
         return state == "held"
@@ -135,6 +136,16 @@ async def locked(engine: Engine, name: str, commands: ExclusiveCommands) -> bool
         f"{tally_text(tally, ANSWERS)}",
         tally.errors(),
     )
+
+
+async def hear_out(engine: Engine, tally: Tally, sent: float) -> None:
+    """Wait for the nodes still answering a read sent at ``sent`` (``locked()``,
+    ``holder()``): up to ``node_timeout``, and never past V after the send, the
+    bound docs/guarantees.md states for both."""
+    node_timeout = engine.config.node_timeout
+    left = sent + vote_limit(node_timeout) - engine.clock()
+    if left > 0:
+        await answers(tally, min(node_timeout, left))
 
 
 def _judge(tally: Tally) -> tuple[str, object]:
