@@ -23,8 +23,11 @@ from ..conftest import MakeRedlock, eventually
 JOB = KeyLayout("redlock:", "job")
 
 
-def on_every_node(redis_nodes: RedisNodes, token: str) -> bool:
-    return all(node.client().get(JOB.lock) == token.encode() for node in redis_nodes)
+def on_a_quorum(redis_nodes: RedisNodes, token: str) -> bool:
+    """The grant's key holds ``token`` on a quorum of the nodes (a grant needs no
+    more: a node may have refused the acquire, slow or still holding an old key)."""
+    holding = sum(node.client().get(JOB.lock) == token.encode() for node in redis_nodes)
+    return holding >= len(redis_nodes) // 2 + 1
 
 
 def nowhere(redis_nodes: RedisNodes) -> bool:
@@ -50,10 +53,10 @@ async def test_closing_the_taker_leaves_the_adopted_grant_to_its_adopter(
     # Still valid at the close: lost for the taker, as any loss is told.
     assert job.lost
     assert told == [job]
-    # The worker's grant stands, on every node: nobody else gets the name.
+    # The worker's grant stands on a quorum: nobody else gets the name.
     assert adopted.held
     assert adopted.valid_for > 25.0
-    assert on_every_node(redis_nodes, token)
+    assert on_a_quorum(redis_nodes, token)
     assert await refused(third)
     # An explicit release by the copy that holds it ends it for all.
     await adopted.release()
@@ -78,7 +81,7 @@ async def test_a_taker_whose_validity_ended_closes_without_touching_the_adopter(
     assert not job.lost  # it expired in the taker's hands; nothing was lost at the close
     assert told == []
     assert adopted.held
-    assert on_every_node(redis_nodes, token)
+    assert on_a_quorum(redis_nodes, token)
     assert await refused(third)
 
 
@@ -106,7 +109,7 @@ async def test_an_adopters_close_leaves_the_takers_grant(
     await worker.aclose()
     assert adopted.lost
     assert job.held
-    assert on_every_node(redis_nodes, token)
+    assert on_a_quorum(redis_nodes, token)
     assert await refused(third)
 
 
@@ -126,7 +129,7 @@ async def test_an_expired_grant_is_not_reported_lost_and_its_name_is_left_alone(
     assert told == []
     assert now.held
     assert now.token is not None
-    assert on_every_node(redis_nodes, now.token)
+    assert on_a_quorum(redis_nodes, now.token)
 
 
 async def test_an_expired_grant_in_a_running_body_is_told_at_its_exit(

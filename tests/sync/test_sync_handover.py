@@ -27,7 +27,8 @@ def test_closing_the_sync_taker_leaves_the_adopted_grant(redis_nodes: RedisNodes
         # The taker's Redlock is closed: its grant was handed on, so kept.
         assert job.lost
         assert adopted.held
-        assert all(node.client().get(JOB) == token.encode() for node in redis_nodes)
+        holding = sum(node.client().get(JOB) == token.encode() for node in redis_nodes)
+        assert holding >= 2  # a quorum of the three keeps the adopter's grant
         assert not third.lock("job", ttl=5.0).acquire(blocking=False)
         adopted.release()
         assert third.lock("job", ttl=5.0).acquire(blocking=False)
