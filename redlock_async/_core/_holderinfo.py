@@ -25,7 +25,6 @@ names the process that took the grant, not the adopter.
 
 from __future__ import annotations
 
-import itertools
 import os
 import re
 from collections.abc import Callable
@@ -77,10 +76,6 @@ def identity(world: World = REAL) -> bytes:
     return me
 
 
-def _my_identity() -> bytes:
-    return _me or identity()
-
-
 def _forget() -> None:
     global _me
     _me = b""
@@ -98,22 +93,21 @@ class HolderTokens:
     current one), read when made.
     """
 
-    __slots__ = ("_identity", "_pool", "_time_ns")
+    __slots__ = ("_me", "_pool", "_time_ns")
 
     def __init__(self, pool: Callable[[], bytes] | None = None, world: World | None = None) -> None:
         world = world if world is not None else current()
         self._pool = pool if pool is not None else TokenPool(world.token_bytes)
         self._time_ns = world.time_ns
-        # This process's identity is made again in a forked child (its pid
-        # differs); a simulated process's is fixed: a constant, made now.
-        self._identity: Callable[[], bytes] = (
-            _my_identity if world is REAL else itertools.repeat(identity(world)).__next__
-        )
+        # A simulated process's identity is fixed: made now. This process's
+        # (empty here) is the module's, made again in a forked child (its pid differs).
+        self._me = b"" if world is REAL else identity(world)
 
     def __call__(self) -> bytes:
         # When the attempt begins (its token is made first), on the taker's
         # wall clock: "since" reads the same whichever node answered.
-        return b"%s%s%d" % (self._pool(), self._identity(), self._time_ns() // 1_000_000)
+        me = self._me or _me or identity()
+        return b"%s%s%d" % (self._pool(), me, self._time_ns() // 1_000_000)
 
 
 def holder_tokens(config: RedlockConfig) -> HolderTokens | None:
