@@ -1,0 +1,263 @@
+"""The real client in the simulation (issue 39): processes, virtual time, faults, seeds.
+
+Every test runs real ``Redlock`` objects - the lean RESP driver, the
+library's own Lua scripts - in simulated processes over three simulated
+nodes, on the virtual-time loop: no socket, no real clock, no real
+randomness. The nodes are the stand-in (``standin.py``) until SimNode lands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from redlock_async import Lock, RedlockError
+
+from .process import SimProcess
+from .sim import Simulation, real_io_seen
+from .standin import StandInCodec, StandInNode
+
+TTL = 10.0
+
+
+def simulation(seed: int) -> Simulation:
+    return Simulation(
+        seed,
+        nodes=3,
+        make_node=lambda index, clock: StandInNode(clock, seed=seed * 10 + index),
+        codec=StandInCodec(),
+    )
+
+
+@pytest.fixture
+def sim() -> Iterator[Simulation]:
+    made = simulation(1)
+    yield made
+    made.close()
+    assert made.loop.errors == []
+    assert real_io_seen() == []
+
+
+def senders(sim: Simulation) -> list[str]:
+    """Which process sent each command the nodes ran, in order."""
+    return [line.split()[2].split("#")[0] for line in sim.net.trace]
+
+
+class Exclusion:
+    """Who holds the lock, by the holders' own ``lock.held``: never two at once."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self.holder: Lock | None = None
+        self.grants: list[tuple[float, str]] = []
+
+    def enter(self, process: SimProcess, lock: Lock) -> None:
+        other = self.holder
+        assert other is None or not other.held, f"{process.name} granted while another holds it"
+        self.holder = lock
+        self.grants.append((self.sim.loop.time(), process.name))
+
+
+async def cycles(
+    sim: Simulation, process: SimProcess, seen: Exclusion, count: int, hold: Callable[[], float]
+) -> int:
+    """``count`` acquire / extend / release cycles on one name; returns how many were granted."""
+    granted = 0
+    for _ in range(count):
+        lock = process.redlock.lock("res", ttl=TTL, timeout=30.0)
+        if not await lock.acquire():
+            continue
+        granted += 1
+        seen.enter(process, lock)
+        await asyncio.sleep(hold())
+        await lock.extend()
+        assert lock.valid_for > TTL * 0.9
+        await asyncio.sleep(hold())
+        await lock.release()
+    return granted
+
+
+def test_two_processes_take_turns_on_three_nodes(sim: Simulation) -> None:
+    seen = Exclusion(sim)
+    one, two = sim.spawn(), sim.spawn()
+
+    async def main() -> list[int]:
+        runs = [
+            p.spawn(cycles(sim, p, seen, 20, lambda: sim.rng.uniform(0, 0.5))) for p in (one, two)
+        ]
+        granted = await asyncio.gather(*runs)
+        await one.aclose()
+        await two.aclose()
+        return granted
+
+    assert sim.run(main()) == [20, 20]
+    assert {name for _, name in seen.grants} == {"p1", "p2"}
+    assert set(senders(sim)) == {"p1", "p2"}  # through the simulated network only
+
+
+def test_an_hour_of_renewals_takes_seconds(sim: Simulation) -> None:
+    processes = [sim.spawn(), sim.spawn()]
+
+    async def hold(process: SimProcess, name: str) -> bool:
+        async with process.redlock.lock(name, ttl=TTL) as lock:
+            await asyncio.sleep(3600)
+            return lock.held
+
+    async def main() -> list[bool]:
+        runs = [p.spawn(hold(p, f"{p.name}:{i}")) for p in processes for i in range(5)]
+        held = await asyncio.gather(*runs)
+        for process in processes:
+            await process.aclose()
+        return held
+
+    started = time.perf_counter()
+    assert all(sim.run(main()))
+    wall = time.perf_counter() - started
+    assert sim.loop.time() >= 1000.0 + 3600
+    renewals = sum("redlock:~epoch:" in line and "EVALSHA" in line for line in sim.net.trace)
+    assert renewals > 3600 / TTL  # renewed all along, ten locks a few per ttl
+    assert wall < 60, f"one simulated hour took {wall:.1f} s"
+
+
+async def workload(sim: Simulation) -> None:
+    """Three processes cycling on one name with choices from the seed: hold times,
+    a crash, its replacement, a partition and a stepped wall clock."""
+    seen = Exclusion(sim)
+    rng = sim.rng
+    processes = [sim.spawn() for _ in range(3)]
+
+    def hold() -> float:
+        return rng.uniform(0, 2)
+
+    async def worker(process: SimProcess) -> None:
+        with contextlib.suppress(RedlockError):  # lost in the partition, say: no matter here
+            await cycles(sim, process, seen, 10, hold)
+
+    runs: dict[SimProcess, asyncio.Task[None]] = {}
+
+    def start(process: SimProcess) -> None:
+        runs[process] = process.spawn(worker(process))
+
+    for process in processes:
+        start(process)
+    await asyncio.sleep(rng.uniform(1, 5))
+    victim = processes[rng.randrange(3)]
+    victim.crash()
+    replacement = sim.spawn(host=victim.host)
+    start(replacement)
+    await asyncio.sleep(rng.uniform(0, 3))
+    cut = processes[rng.randrange(3)]
+    sim.net.cut([cut.name], ["n1", "n2"], down=rng.random() < 0.5)
+    replacement.step_wall(rng.uniform(-60, 60))
+    await asyncio.sleep(rng.uniform(0, 3))
+    sim.net.heal()
+    await asyncio.wait([run for process, run in runs.items() if not process.dead], timeout=300)
+    for process in runs:
+        if not process.dead:
+            await process.aclose()
+
+
+def run_workload(seed: int) -> tuple[str, list[str]]:
+    sim = simulation(seed)
+    try:
+        sim.run(workload(sim))
+        return sim.fingerprint(), sim.net.trace
+    finally:
+        sim.close()
+
+
+def test_a_seed_replays_the_same_history() -> None:
+    first, trace = run_workload(7)
+    again, same = run_workload(7)
+    other, _ = run_workload(8)
+    assert same == trace
+    assert again == first
+    assert other != first
+    assert len(trace) > 100
+
+
+def test_a_crashed_process_runs_no_cleanup(sim: Simulation) -> None:
+    one, two = sim.spawn(), sim.spawn()
+    cleanup: list[str] = []
+
+    async def holder() -> None:
+        try:
+            async with one.redlock.lock("res", ttl=TTL):
+                await asyncio.sleep(3600)
+        finally:
+            cleanup.append("ran")
+
+    async def main() -> tuple[float, float]:
+        one.spawn(holder())
+        await asyncio.sleep(25)  # renewed a few times
+        crashed = sim.loop.time()
+        sent = len(sim.net.trace)
+        one.crash()
+        lock = two.redlock.lock("res", ttl=TTL, timeout=60)
+        assert await two.spawn(lock.acquire())
+        granted = sim.loop.time()
+        assert "p1" not in senders(sim)[sent:]  # not a release, not a renewal
+        await two.spawn(lock.release())
+        await two.aclose()
+        return crashed, granted
+
+    crashed, granted = sim.run(main())
+    assert cleanup == []
+    assert 0 < granted - crashed <= TTL + 1  # the key expired by its ttl: nobody released it
+
+
+def test_a_replacement_process_has_its_own_identity(sim: Simulation) -> None:
+    first = sim.spawn()
+    second = sim.spawn(host=first.host)  # the same host, a new pid
+
+    async def take(process: SimProcess) -> tuple[str | None, int | None, float | None]:
+        lock = process.redlock.lock("res", ttl=TTL, auto_extend=False)
+        assert await lock.acquire()
+        holder = await process.redlock.holder("res")
+        assert holder is not None
+        await lock.release()
+        return holder.host, holder.pid, holder.since
+
+    async def main() -> None:
+        host, pid, since = await first.spawn(take(first))
+        assert (host, pid) == (first.host, first.pid)
+        assert since == pytest.approx(1767225600.0, abs=0.1)  # the run's wall clock
+        first.crash()
+        second.step_wall(-3600.0)  # its wall clock an hour behind: holder info says so
+        await asyncio.sleep(1)
+        host, pid, since = await second.spawn(take(second))
+        assert (host, pid) == (first.host, second.pid)
+        assert pid != first.pid
+        assert since is not None
+        assert since == pytest.approx(1767225600.0 + 1 - 3600, abs=0.1)
+        await second.aclose()
+
+    sim.run(main())
+
+
+def test_a_minority_partition_cannot_grant(sim: Simulation) -> None:
+    one, two = sim.spawn(), sim.spawn()
+
+    async def attempt(process: SimProcess) -> bool:
+        lock = process.redlock.lock("res", ttl=TTL, auto_extend=False, unavailable_timeout=2)
+        if not await lock.acquire(timeout=5):
+            return False
+        await lock.release()
+        return True
+
+    async def main() -> None:
+        sim.net.cut(["p1"], ["n1", "n2"])  # p1 reaches n3 only
+        sim.net.path("p2", "n3").blackhole = True  # p2 reaches n1, n2
+        assert not await one.spawn(attempt(one))
+        assert await two.spawn(attempt(two))
+        sim.net.heal()
+        await asyncio.sleep(1)
+        assert await one.spawn(attempt(one))
+        await one.aclose()
+        await two.aclose()
+
+    sim.run(main())
