@@ -70,7 +70,7 @@ PROCESS: contextvars.ContextVar[Owner | None] = contextvars.ContextVar("sim_proc
 class _Timer(asyncio.TimerHandle):
     """A timer ordered by (when, the order it was set): ties never depend on the heap."""
 
-    __slots__ = ("_sequence",)
+    __slots__ = ("_key",)
 
     def __init__(
         self,
@@ -82,12 +82,11 @@ class _Timer(asyncio.TimerHandle):
         sequence: int,
     ) -> None:
         super().__init__(when, callback, args, loop, context)
-        self._sequence = sequence
+        self._key = (when, sequence)
 
-    def __lt__(self, other: object) -> bool:
-        if isinstance(other, _Timer):
-            return (self.when(), self._sequence) < (other.when(), other._sequence)
-        return NotImplemented
+    def __lt__(self, other: asyncio.TimerHandle) -> bool:
+        # Only timers of this loop share its heap: all of them _Timers.
+        return self._key < other._key  # type: ignore[attr-defined,no-any-return]
 
 
 class _Jump:

@@ -35,9 +35,10 @@ from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Protocol
 
+from . import replies, resp
 from .loop import Owner, SimLoop
 
-__all__ = ["Codec", "Link", "Network", "NodeLike", "Path", "Server", "SimTransport"]
+__all__ = ["RESP", "Codec", "Link", "Network", "NodeLike", "Path", "Server", "SimTransport"]
 
 
 class NodeLike(Protocol):
@@ -67,6 +68,26 @@ class Codec(Protocol):
 
     def proto(self, node: NodeLike, conn: Hashable) -> int: ...
 
+
+class _Resp:
+    """``resp.py`` and SimNode's sessions: each connection in the protocol it chose
+    (RESP2, or RESP3 after ``HELLO 3``)."""
+
+    NOREPLY: object = replies.NOREPLY
+
+    def reader(self) -> Reader:
+        return resp.CommandReader()
+
+    def encode(self, reply: Any, proto: int) -> bytes:
+        return resp.encode(reply, proto)
+
+    def proto(self, node: NodeLike, conn: Hashable) -> int:
+        session = getattr(node, "sessions", {}).get(conn)
+        return 2 if session is None else int(session.proto)
+
+
+RESP: Codec = _Resp()
+"""The codec of SimNode."""
 
 _EOF = b""  # in an up stream: the client closed (FIN after what it wrote)
 
@@ -239,7 +260,13 @@ class Link:
         self.server.arrive(self, data)
 
     def _to_client(self, data: bytes) -> None:
-        if not self.client_gone:
+        if self.client_gone:
+            return
+        if data == _EOF:  # the node closed it, after what it had written
+            self.client_gone = True
+            self.net.forget(self)
+            self.protocol.connection_lost(None)
+        else:
             self.protocol.data_received(data)
 
     def lost(self, exc: Exception | None) -> None:
@@ -267,8 +294,13 @@ class Server:
             self._queue.append((link, None))
         else:
             link.reader.feed(data)
-            while (args := link.reader.get()) is not None:
-                self._queue.append((link, args))
+            try:
+                while (args := link.reader.get()) is not None:
+                    self._queue.append((link, args))
+            except resp.ProtocolError as error:  # as Redis: an error, then it hangs up
+                codec = self.net.codec
+                link.down.send(codec.encode(replies.Error(f"ERR {error}"), 2))
+                link.down.send(_EOF)
         self._work()
 
     def pause(self) -> None:

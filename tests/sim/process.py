@@ -5,7 +5,8 @@ its own - host ``sim-hostN`` and a pid, randomness seeded from the run's seed
 and its name, the loop's virtual clock as its monotonic clock, and a wall
 clock that can step apart from it - and a real ``Redlock`` made in that world
 over the simulated nodes' URLs (IP literals: the simulated network routes
-them; no name is resolved, no real socket is opened).
+them; no name is resolved, no real socket is opened) - the lean driver - or
+over redis-py clients of them (``driver="redis-py"``).
 
 Its code runs in a context of its own (``_world.context`` plus
 :data:`~tests.sim.loop.PROCESS`), so every task, callback and timer it makes
@@ -21,7 +22,9 @@ import asyncio
 import contextlib
 import random
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from redis.asyncio import Redis
 
 from redlock_async import Redlock
 from redlock_async._base import _world
@@ -36,6 +39,8 @@ __all__ = ["SimProcess"]
 
 _T = TypeVar("_T")
 
+Driver = Literal["lean", "redis-py"]
+
 
 def _no_names(*args: Any, **kwargs: Any) -> list[tuple[Any, ...]]:
     raise OSError(f"getaddrinfo{args}: the simulation resolves no names (use IP literals)")
@@ -45,7 +50,13 @@ class SimProcess:
     """One simulated client process (see the module docstring)."""
 
     def __init__(
-        self, sim: Simulation, name: str, host: str, pid: int, **redlock_options: Any
+        self,
+        sim: Simulation,
+        name: str,
+        host: str,
+        pid: int,
+        driver: Driver = "lean",
+        **redlock_options: Any,
     ) -> None:
         self.sim = sim
         self.name = name
@@ -68,7 +79,16 @@ class SimProcess:
         )
         self.context = _world.context(self.world)
         self.context.run(PROCESS.set, self)
-        self.redlock: Redlock = self.context.run(Redlock, sim.urls, **redlock_options)
+        # The lean driver from URLs; or redis-py clients, made (and so
+        # connecting) in the process's world, passed in and closed by aclose().
+        self.clients: list[Redis] = []
+        if driver == "redis-py":
+            where = [(server.ip, server.port) for server in sim.servers]
+            self.clients = self.context.run(
+                lambda: [Redis(host=ip, port=port) for ip, port in where]
+            )
+        nodes = self.clients or sim.urls
+        self.redlock: Redlock = self.context.run(Redlock, nodes, **redlock_options)
 
     def __repr__(self) -> str:
         state = "dead" if self.dead else "closed" if self.closed else "running"
@@ -112,6 +132,8 @@ class SimProcess:
     async def aclose(self) -> None:
         """The orderly end: ``redlock.aclose()``, run as the process's own code."""
         await self.spawn(self.redlock.aclose())
+        for client in self.clients:
+            await self.spawn(client.aclose())
         self.closed = True
 
     def bury_tasks(self) -> None:

@@ -21,8 +21,9 @@ from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from .loop import SimLoop
-from .net import Codec, Network, NodeLike, Server
-from .process import SimProcess
+from .net import RESP, Codec, Network, NodeLike, Server
+from .node import Clock, SimNode
+from .process import Driver, SimProcess
 
 __all__ = ["EPOCH_NS", "Simulation", "real_io_seen"]
 
@@ -35,6 +36,15 @@ NodeFactory = Callable[[int, Callable[[], int]], NodeLike]
 """Makes node ``i`` over a clock giving true wall-clock time in ms."""
 
 
+def sim_nodes(seed: int) -> NodeFactory:
+    """SimNodes on true time (no drift), their ids from ``seed``."""
+
+    def make(index: int, true_ms: Callable[[], int]) -> NodeLike:
+        return SimNode(Clock(true_ms), seed=seed * 1000 + index)
+
+    return make
+
+
 class Simulation:
     """A run: ``nodes`` nodes at 10.0.0.1, 10.0.0.2..., and processes made by :meth:`spawn`."""
 
@@ -42,9 +52,9 @@ class Simulation:
         self,
         seed: int,
         *,
-        nodes: int,
-        make_node: NodeFactory,
-        codec: Codec,
+        nodes: int = 3,
+        make_node: NodeFactory | None = None,
+        codec: Codec = RESP,
         latency: float = 0.0002,
         jitter: float = 0.0002,
         start: float = 1000.0,
@@ -57,7 +67,7 @@ class Simulation:
                            jitter=jitter)  # fmt: skip
         self.servers: list[Server] = []
         for index in range(nodes):
-            node = make_node(index, self.true_ms)
+            node = (make_node or sim_nodes(seed))(index, self.true_ms)
             self.servers.append(self.net.add(f"n{index + 1}", f"10.0.0.{index + 1}", node))
         self.urls = [f"redis://{server.ip}:{server.port}/0" for server in self.servers]
         self.processes: list[SimProcess] = []
@@ -76,13 +86,15 @@ class Simulation:
 
     # Processes.
 
-    def spawn(self, host: str | None = None, **redlock_options: Any) -> SimProcess:
+    def spawn(
+        self, host: str | None = None, driver: Driver = "lean", **redlock_options: Any
+    ) -> SimProcess:
         """A new process (on a new host ``sim-hostN`` unless ``host`` is given, with
-        a new pid) with its own Redlock over every node."""
+        a new pid) with its own Redlock over every node, through ``driver``."""
         number = next(self._hosts)
-        process = SimProcess(
-            self, f"p{number}", host or f"sim-host{number}", next(self._pids), **redlock_options
-        )
+        host = host or f"sim-host{number}"
+        pid = next(self._pids)
+        process = SimProcess(self, f"p{number}", host, pid, driver, **redlock_options)
         self.processes.append(process)
         return process
 

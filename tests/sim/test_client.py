@@ -3,39 +3,29 @@
 Every test runs real ``Redlock`` objects - the lean RESP driver, the
 library's own Lua scripts - in simulated processes over three simulated
 nodes, on the virtual-time loop: no socket, no real clock, no real
-randomness. The nodes are the stand-in (``standin.py``) until SimNode lands.
+randomness. The nodes are SimNodes (``node.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import os
+import subprocess
+import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from redlock_async import Lock, RedlockError
-
 from .process import SimProcess
 from .sim import Simulation, real_io_seen
-from .standin import StandInCodec, StandInNode
-
-TTL = 10.0
-
-
-def simulation(seed: int) -> Simulation:
-    return Simulation(
-        seed,
-        nodes=3,
-        make_node=lambda index, clock: StandInNode(clock, seed=seed * 10 + index),
-        codec=StandInCodec(),
-    )
+from .workload import TTL, Exclusion, cycles, run_workload
 
 
 @pytest.fixture
 def sim() -> Iterator[Simulation]:
-    made = simulation(1)
+    made = Simulation(1)  # three SimNodes
     yield made
     made.close()
     assert made.loop.errors == []
@@ -45,40 +35,6 @@ def sim() -> Iterator[Simulation]:
 def senders(sim: Simulation) -> list[str]:
     """Which process sent each command the nodes ran, in order."""
     return [line.split()[2].split("#")[0] for line in sim.net.trace]
-
-
-class Exclusion:
-    """Who holds the lock, by the holders' own ``lock.held``: never two at once."""
-
-    def __init__(self, sim: Simulation) -> None:
-        self.sim = sim
-        self.holder: Lock | None = None
-        self.grants: list[tuple[float, str]] = []
-
-    def enter(self, process: SimProcess, lock: Lock) -> None:
-        other = self.holder
-        assert other is None or not other.held, f"{process.name} granted while another holds it"
-        self.holder = lock
-        self.grants.append((self.sim.loop.time(), process.name))
-
-
-async def cycles(
-    sim: Simulation, process: SimProcess, seen: Exclusion, count: int, hold: Callable[[], float]
-) -> int:
-    """``count`` acquire / extend / release cycles on one name; returns how many were granted."""
-    granted = 0
-    for _ in range(count):
-        lock = process.redlock.lock("res", ttl=TTL, timeout=30.0)
-        if not await lock.acquire():
-            continue
-        granted += 1
-        seen.enter(process, lock)
-        await asyncio.sleep(hold())
-        await lock.extend()
-        assert lock.valid_for > TTL * 0.9
-        await asyncio.sleep(hold())
-        await lock.release()
-    return granted
 
 
 def test_two_processes_take_turns_on_three_nodes(sim: Simulation) -> None:
@@ -123,53 +79,6 @@ def test_an_hour_of_renewals_takes_seconds(sim: Simulation) -> None:
     assert wall < 60, f"one simulated hour took {wall:.1f} s"
 
 
-async def workload(sim: Simulation) -> None:
-    """Three processes cycling on one name with choices from the seed: hold times,
-    a crash, its replacement, a partition and a stepped wall clock."""
-    seen = Exclusion(sim)
-    rng = sim.rng
-    processes = [sim.spawn() for _ in range(3)]
-
-    def hold() -> float:
-        return rng.uniform(0, 2)
-
-    async def worker(process: SimProcess) -> None:
-        with contextlib.suppress(RedlockError):  # lost in the partition, say: no matter here
-            await cycles(sim, process, seen, 10, hold)
-
-    runs: dict[SimProcess, asyncio.Task[None]] = {}
-
-    def start(process: SimProcess) -> None:
-        runs[process] = process.spawn(worker(process))
-
-    for process in processes:
-        start(process)
-    await asyncio.sleep(rng.uniform(1, 5))
-    victim = processes[rng.randrange(3)]
-    victim.crash()
-    replacement = sim.spawn(host=victim.host)
-    start(replacement)
-    await asyncio.sleep(rng.uniform(0, 3))
-    cut = processes[rng.randrange(3)]
-    sim.net.cut([cut.name], ["n1", "n2"], down=rng.random() < 0.5)
-    replacement.step_wall(rng.uniform(-60, 60))
-    await asyncio.sleep(rng.uniform(0, 3))
-    sim.net.heal()
-    await asyncio.wait([run for process, run in runs.items() if not process.dead], timeout=300)
-    for process in runs:
-        if not process.dead:
-            await process.aclose()
-
-
-def run_workload(seed: int) -> tuple[str, list[str]]:
-    sim = simulation(seed)
-    try:
-        sim.run(workload(sim))
-        return sim.fingerprint(), sim.net.trace
-    finally:
-        sim.close()
-
-
 def test_a_seed_replays_the_same_history() -> None:
     first, trace = run_workload(7)
     again, same = run_workload(7)
@@ -178,6 +87,18 @@ def test_a_seed_replays_the_same_history() -> None:
     assert again == first
     assert other != first
     assert len(trace) > 100
+
+
+@pytest.mark.parametrize("hash_seed", ["1", "2"])
+def test_a_seed_replays_in_another_interpreter(hash_seed: str) -> None:
+    """Other hash seeds, other memory addresses: the same history."""
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(root)}
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.sim.workload", "7"],
+        env=env, cwd=root, capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    assert done.stdout.strip() == run_workload(7)[0]
 
 
 def test_a_crashed_process_runs_no_cleanup(sim: Simulation) -> None:
@@ -261,3 +182,31 @@ def test_a_minority_partition_cannot_grant(sim: Simulation) -> None:
         await two.aclose()
 
     sim.run(main())
+
+
+def redis_py_history(seed: int) -> list[str]:
+    sim = Simulation(seed)
+    try:
+        seen = Exclusion(sim)
+        lean, through_redis_py = sim.spawn(), sim.spawn(driver="redis-py")
+
+        def hold() -> float:
+            return sim.rng.uniform(0, 0.5)
+
+        async def main() -> list[int]:
+            runs = [p.spawn(cycles(sim, p, seen, 10, hold)) for p in (lean, through_redis_py)]
+            granted = await asyncio.gather(*runs)
+            await lean.aclose()
+            await through_redis_py.aclose()
+            return granted
+
+        assert sim.run(main()) == [10, 10]
+        assert sim.loop.errors == []
+        assert any(b"HELLO" in line.encode() for line in sim.net.trace)  # redis-py's handshake
+        return sim.net.trace
+    finally:
+        sim.close()
+
+
+def test_redis_py_clients_run_over_the_simulated_network_too() -> None:
+    assert redis_py_history(3) == redis_py_history(3)
