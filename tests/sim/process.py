@@ -2,11 +2,12 @@
 
 Each :class:`SimProcess` has a :class:`~redlock_async._base._world.World` of
 its own - host ``sim-hostN`` and a pid, randomness seeded from the run's seed
-and its name, the loop's virtual clock as its monotonic clock, and a wall
-clock that can step apart from it - and a real ``Redlock`` made in that world
-over the simulated nodes' URLs (IP literals: the simulated network routes
-them; no name is resolved, no real socket is opened) - the lean driver - or
-over redis-py clients of them (``driver="redis-py"``).
+and its name, the loop's virtual clock from an origin of its own as its
+monotonic clock, and a wall clock that can step apart from it - and a real
+``Redlock`` made in that world over the simulated nodes' URLs (IP literals:
+the simulated network routes them; no name is resolved, no real socket is
+opened) - the lean driver - or over redis-py clients of them
+(``driver="redis-py"``).
 
 Its code runs in a context of its own (``_world.context`` plus
 :data:`~tests.sim.loop.PROCESS`), so every task, callback and timer it makes
@@ -68,8 +69,12 @@ class SimProcess:
         self.tasks: dict[asyncio.Task[Any], None] = {}  # not done yet, in the order made
         # Random bytes and jitter: a stream of its own, from the seed and its identity.
         self.rng = random.Random(f"{sim.seed}:{name}:{host}:{pid}")
+        # Its monotonic clock runs with the loop's, from an origin of its own:
+        # the library times its timers on loop.time() and judges validity on
+        # the world's clock, and must never compare a time of one with the other's.
+        self.origin = self.rng.uniform(-100_000.0, 100_000.0)
         self.world = World(
-            monotonic=sim.loop.time,
+            monotonic=self._monotonic,
             time_ns=self._time_ns,
             token_bytes=self.rng.randbytes,
             rng=self.rng,
@@ -93,6 +98,9 @@ class SimProcess:
     def __repr__(self) -> str:
         state = "dead" if self.dead else "closed" if self.closed else "running"
         return f"<SimProcess {self.name} {self.host}:{self.pid} {state}>"
+
+    def _monotonic(self) -> float:
+        return self.sim.loop.time() + self.origin
 
     def _time_ns(self) -> int:
         return self.sim.wall_ns(self.wall_offset)
