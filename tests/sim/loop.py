@@ -67,10 +67,32 @@ PROCESS: contextvars.ContextVar[Owner | None] = contextvars.ContextVar("sim_proc
 """The simulated process whose code runs (None: the simulation's own)."""
 
 
-class _Timer(asyncio.TimerHandle):
-    """A timer ordered by (when, the order it was set): ties never depend on the heap."""
+class _Owned(asyncio.Handle):
+    """A callback of a simulated process: held back while the process is paused."""
 
-    __slots__ = ("_key",)
+    __slots__ = ("_owner",)
+
+    def __init__(
+        self,
+        callback: Callable[..., object],
+        args: tuple[Any, ...],
+        loop: SimLoop,
+        context: contextvars.Context | None,
+        owner: Owner,
+    ) -> None:
+        super().__init__(callback, args, loop, context)
+        self._owner = owner
+
+    def _run(self) -> None:
+        if not _held(self, self._owner):
+            super()._run()
+
+
+class _Timer(asyncio.TimerHandle):
+    """A timer ordered by (when, the order it was set): ties never depend on the heap.
+    A simulated process's is held back while the process is paused."""
+
+    __slots__ = ("_key", "_owner")
 
     def __init__(
         self,
@@ -80,13 +102,29 @@ class _Timer(asyncio.TimerHandle):
         loop: SimLoop,
         context: contextvars.Context | None,
         sequence: int,
+        owner: Owner | None,
     ) -> None:
         super().__init__(when, callback, args, loop, context)
         self._key = (when, sequence)
+        self._owner = owner
 
     def __lt__(self, other: asyncio.TimerHandle) -> bool:
         # Only timers of this loop share its heap: all of them _Timers.
         return self._key < other._key  # type: ignore[attr-defined,no-any-return]
+
+    def _run(self) -> None:
+        owner = self._owner
+        if owner is None or not _held(self, owner):
+            super()._run()
+
+
+def _held(handle: asyncio.Handle, owner: Owner) -> bool:
+    """Keep ``handle`` for when ``owner`` resumes, if it is paused."""
+    frozen: dict[Owner, list[asyncio.Handle]] = handle._loop._frozen  # type: ignore[attr-defined]
+    if frozen and owner in frozen:
+        frozen[owner].append(handle)
+        return True
+    return False
 
 
 class _Jump:
@@ -114,6 +152,8 @@ class SimLoop(asyncio.BaseEventLoop):
         self._spun = 0
         self._spun_at = start
         self.net: Network | None = None  # set by the Network made over this loop
+        # Paused processes, and their callbacks due meanwhile (in order).
+        self._frozen: dict[Owner, list[asyncio.Handle]] = {}
         # What asyncio would log (an exception in a callback, a task's
         # exception never retrieved): kept for the run's checks to look at.
         self.errors: list[dict[str, Any]] = []
@@ -154,9 +194,14 @@ class SimLoop(asyncio.BaseEventLoop):
         context: contextvars.Context | None = None,
     ) -> asyncio.Handle:
         owner = PROCESS.get() if context is None else context.get(PROCESS)
-        if owner is not None and owner.dead:
+        if owner is None:
+            return super().call_soon(callback, *args, context=context)
+        if owner.dead:
             return _dropped(callback, args, self)
-        return super().call_soon(callback, *args, context=context)
+        self._check_closed()  # type: ignore[attr-defined]
+        handle = _Owned(callback, args, self, context, owner)
+        self._ready.append(handle)  # type: ignore[attr-defined]
+        return handle
 
     def call_at(
         self,
@@ -167,7 +212,7 @@ class SimLoop(asyncio.BaseEventLoop):
     ) -> asyncio.TimerHandle:
         self._check_closed()  # type: ignore[attr-defined]
         owner = PROCESS.get() if context is None else context.get(PROCESS)
-        timer = _Timer(when, callback, args, self, context, next(self._timers))
+        timer = _Timer(when, callback, args, self, context, next(self._timers), owner)
         if owner is not None and owner.dead:
             timer.cancel()
             return timer
@@ -194,9 +239,18 @@ class SimLoop(asyncio.BaseEventLoop):
         """``owner`` crashed: none of its callbacks or timers runs, now or later."""
         ready: Any = self._ready  # type: ignore[attr-defined]
         scheduled: list[asyncio.TimerHandle] = self._scheduled  # type: ignore[attr-defined]
-        for handle in [*ready, *scheduled]:
-            if _owner_of(handle) is owner:
+        for handle in [*ready, *scheduled, *self._frozen.pop(owner, ())]:
+            if getattr(handle, "_owner", None) is owner:
                 handle.cancel()
+
+    def pause(self, owner: Owner) -> None:
+        """Stop ``owner`` (SIGSTOP, a long GC pause): what falls due meanwhile waits."""
+        self._frozen.setdefault(owner, [])
+
+    def resume(self, owner: Owner) -> None:
+        """Go on with ``owner``: what fell due while it was paused runs now, in order."""
+        ready: Any = self._ready  # type: ignore[attr-defined]
+        ready.extend(self._frozen.pop(owner, ()))
 
     def run(self, main: Coroutine[Any, Any, _T]) -> _T:
         """``main`` to completion, as ``asyncio.run`` (without closing the loop)."""
@@ -245,11 +299,6 @@ class SimLoop(asyncio.BaseEventLoop):
 
     def add_writer(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         raise RealIO("add_writer: no file descriptors in the simulation")
-
-
-def _owner_of(handle: asyncio.Handle) -> Owner | None:
-    context: contextvars.Context | None = getattr(handle, "_context", None)
-    return None if context is None else context.get(PROCESS)
 
 
 def _dropped(

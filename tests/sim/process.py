@@ -126,6 +126,15 @@ class SimProcess:
             raise RuntimeError(f"{self!r} cannot start anything")
         return self.sim.loop.create_task(coro, name=name, context=self.context)
 
+    def pause(self) -> None:
+        """Stop the process (SIGSTOP, a long GC pause): none of its code runs, its
+        timers and the bytes that reach it wait; the world's clocks go on."""
+        self.sim.loop.pause(self)
+
+    def resume(self) -> None:
+        """Go on: what fell due while it was paused runs now, in order."""
+        self.sim.loop.resume(self)
+
     # Ends.
 
     def crash(self) -> None:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from redlock_async import LockLost
+
 from .process import SimProcess
 from .sim import Simulation, real_io_seen
 from .workload import TTL, Exclusion, cycles, run_workload
@@ -210,3 +212,36 @@ def redis_py_history(seed: int) -> list[str]:
 
 def test_redis_py_clients_run_over_the_simulated_network_too() -> None:
     assert redis_py_history(3) == redis_py_history(3)
+
+
+def test_a_paused_process_loses_its_lock_and_is_told_when_it_resumes(sim: Simulation) -> None:
+    one, two = sim.spawn(), sim.spawn()
+    seen = Exclusion(sim)
+    outcome: list[str] = []
+
+    async def holder() -> None:
+        try:
+            async with one.redlock.lock("res", ttl=TTL) as lock:
+                seen.enter(one, lock)
+                await asyncio.sleep(3600)
+        except LockLost:
+            outcome.append(f"lost at {sim.loop.time() - 1000:.0f}")
+
+    async def main() -> None:
+        task = one.spawn(holder())
+        await asyncio.sleep(5)
+        one.pause()  # a stop-the-world pause: its renewals cannot go out
+        lock = two.redlock.lock("res", ttl=TTL, timeout=60)
+        assert await two.spawn(lock.acquire())  # once the key expired on the nodes
+        seen.enter(two, lock)  # one's lock.held is already False by its own clock
+        granted = sim.loop.time() - 1000
+        assert 5 < granted <= 5 + TTL + 1
+        await asyncio.sleep(40 - granted)
+        one.resume()
+        await task
+        assert outcome == ["lost at 40"]  # told at once, its body cancelled
+        await two.spawn(lock.release())
+        await one.aclose()
+        await two.aclose()
+
+    sim.run(main())
