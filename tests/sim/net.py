@@ -365,6 +365,18 @@ class Server:
     def start(self) -> None:
         self.stopped = False
 
+    def restart(self, down_for: float = 0.0, **restart: Any) -> None:
+        """Kill the node now (connections reset, what it had not run is gone) and
+        start it again ``down_for`` seconds later as a new server process
+        (``SimNode.restart(**restart)``: empty by default)."""
+        self.stop()
+
+        def again() -> None:
+            self.node.restart(**restart)  # type: ignore[attr-defined]
+            self.start()
+
+        self.net.loop.call_later(down_for, again, context=self.net.context)
+
 
 class Network:
     """Paths between processes and nodes; every connection; a trace of what nodes ran."""

@@ -245,3 +245,26 @@ def test_a_paused_process_loses_its_lock_and_is_told_when_it_resumes(sim: Simula
         await two.aclose()
 
     sim.run(main())
+
+
+def test_a_node_restarted_empty_does_not_cost_the_holder_its_lock(sim: Simulation) -> None:
+    one, two = sim.spawn(), sim.spawn()
+
+    async def main() -> None:
+        lock = one.redlock.lock("res", ttl=TTL)
+        assert await one.spawn(lock.acquire())
+        await asyncio.sleep(3)
+        sim.servers[0].restart(down_for=2.0)  # n1 comes back empty, a new run_id
+        await asyncio.sleep(60)
+        assert lock.held  # renewed on n2 and n3 all along
+        other = two.redlock.lock("res", ttl=TTL, auto_extend=False)
+        assert not await two.spawn(other.acquire(blocking=False))
+        await one.spawn(lock.release())
+        assert await two.spawn(other.acquire(timeout=5))
+        await two.spawn(other.release())
+        await one.aclose()
+        await two.aclose()
+
+    sim.run(main())
+    restarted = [line for line in sim.net.trace if " n1 " in line and "INFO server" in line]
+    assert len({line.split("run_id:")[1][:40] for line in restarted}) == 2  # seen restarted
