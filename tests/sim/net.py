@@ -3,9 +3,10 @@
 ``SimLoop.create_connection`` lands here (:meth:`Network.connect`): the real
 lean driver gets an :class:`asyncio.Transport` whose bytes travel as events
 on the virtual clock, in order per direction, each chunk delayed by its
-path's latency plus seeded jitter. A node's side reads whole RESP commands,
-hands them to the node object (``execute(args, conn)``, as ``SimNode``
-answers it) and writes back its replies and pushes.
+path's latency plus seeded jitter (``wire.py``: the streams and the
+transport). A node's host (``host.py``) reads whole RESP commands, hands
+them to the node object (``execute(args, conn)``, as ``SimNode`` answers it)
+and writes back its replies and pushes.
 
 Every (process, node) :class:`Path` can be made to
 
@@ -22,8 +23,8 @@ Every (process, node) :class:`Path` can be made to
   gets ``connection_lost(ConnectionResetError)``).
 
 A node itself can be paused (SIGSTOP: connections are still accepted,
-commands wait unread), slowed (each command takes ``service`` seconds) or
-stopped (connections refused, open ones reset).
+commands wait unread), slowed (each command takes ``service`` seconds),
+stopped (connections refused, open ones reset) or restarted: ``host.Server``.
 """
 
 from __future__ import annotations
@@ -31,12 +32,13 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import random
-from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Protocol
 
 from . import replies, resp
+from .host import Server
 from .loop import Owner, SimLoop
+from .wire import EOF, SimTransport, Stream
 
 __all__ = ["RESP", "Codec", "Link", "Network", "NodeLike", "Path", "Server", "SimTransport"]
 
@@ -89,8 +91,6 @@ class _Resp:
 RESP: Codec = _Resp()
 """The codec of SimNode."""
 
-_EOF = b""  # in an up stream: the client closed (FIN after what it wrote)
-
 
 class Path:
     """The faults between one process and one node (both directions)."""
@@ -122,112 +122,6 @@ class Path:
         return not (self.blackhole or self.up_cut or self.down_cut)
 
 
-class _Stream:
-    """One direction of one connection: chunks in order, held while cut, lost once lost."""
-
-    def __init__(
-        self,
-        link: Link,
-        up: bool,
-        deliver: Callable[[bytes], None],
-        context: contextvars.Context,
-    ) -> None:
-        self._link = link
-        self._up = up
-        self._deliver = deliver
-        self._context = context
-        self._sent = 0
-        self._next = 0
-        self._last = 0.0  # when the last chunk lands: none overtakes it
-        self._landed: dict[int, bytes] = {}
-        self.broken = False  # a chunk was lost: the rest of the stream is useless
-
-    def send(self, data: bytes) -> None:
-        link = self._link
-        loop = link.net.loop
-        when = max(loop.time() + link.path.delay(), self._last)
-        self._last = when
-        loop.call_at(when, self._land, self._sent, data, context=self._context)
-        self._sent += 1
-
-    def _land(self, sequence: int, data: bytes) -> None:
-        self._landed[sequence] = data
-        self.pump()
-
-    def pump(self) -> None:
-        """Deliver what has landed, in order, unless the path holds it."""
-        while self._next in self._landed and not self._link.dead:
-            state = self._link.path.state(self._up)
-            if state == "held":
-                return
-            data = self._landed.pop(self._next)
-            self._next += 1
-            if state == "lost" or self.broken:
-                self.broken = True
-                continue
-            self._deliver(data)
-
-
-class SimTransport(asyncio.Transport):
-    """The client's end of a simulated TCP connection."""
-
-    def __init__(self, link: Link) -> None:
-        super().__init__()
-        self._link = link
-        self._closing = False
-        self._reading = True
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        if data and not self._closing and not self._link.client_gone:
-            self._link.up.send(bytes(data))
-
-    def writelines(self, list_of_data: Iterable[bytes | bytearray | memoryview]) -> None:
-        self.write(b"".join(list_of_data))
-
-    def close(self) -> None:
-        self._end()
-
-    def abort(self) -> None:
-        self._end()
-
-    def _end(self) -> None:
-        if self._closing:
-            return
-        self._closing = True
-        link = self._link
-        link.net.closed_by_client(link)
-        link.net.loop.call_soon(link.lost, None, context=link.context)
-
-    def is_closing(self) -> bool:
-        return self._closing
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        link = self._link
-        if name == "peername":
-            return (link.server.ip, link.server.port)
-        if name == "sockname":
-            return (link.owner_name, 40000 + link.id)
-        return default
-
-    def can_write_eof(self) -> bool:
-        return False
-
-    def pause_reading(self) -> None:
-        self._reading = False
-
-    def resume_reading(self) -> None:
-        self._reading = True
-
-    def is_reading(self) -> bool:
-        return self._reading
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-
 class Link:
     """One TCP connection between a process and a node."""
 
@@ -253,8 +147,8 @@ class Link:
         self.reader = net.codec.reader()
         self.dead = False  # reset, or closed and its FIN landed: nothing more flows
         self.client_gone = False
-        self.up = _Stream(self, True, self._to_node, net.context)
-        self.down = _Stream(self, False, self._to_client, context)
+        self.up = Stream(self, True, self._to_node, net.context)
+        self.down = Stream(self, False, self._to_client, context)
 
     def _to_node(self, data: bytes) -> None:
         self.server.arrive(self, data)
@@ -262,7 +156,7 @@ class Link:
     def _to_client(self, data: bytes) -> None:
         if self.client_gone:
             return
-        if data == _EOF:  # the node closed it, after what it had written
+        if data == EOF:  # the node closed it, after what it had written
             self.client_gone = True
             self.net.forget(self)
             self.protocol.connection_lost(None)
@@ -271,111 +165,6 @@ class Link:
 
     def lost(self, exc: Exception | None) -> None:
         self.protocol.connection_lost(exc)
-
-
-class Server:
-    """A node's host: its listening port, its connections, its one command queue."""
-
-    def __init__(self, net: Network, name: str, ip: str, port: int, node: NodeLike) -> None:
-        self.net = net
-        self.name = name
-        self.ip = ip
-        self.port = port
-        self.node = node
-        self.paused = False
-        self.stopped = False
-        self.service = 0.0  # seconds each command takes (a slow node)
-        self._queue: deque[tuple[Link, list[bytes] | None]] = deque()  # None: the FIN
-        self._busy = False
-        self.executed = 0
-
-    def arrive(self, link: Link, data: bytes) -> None:
-        if data == _EOF:
-            self._queue.append((link, None))
-        else:
-            link.reader.feed(data)
-            try:
-                while (args := link.reader.get()) is not None:
-                    self._queue.append((link, args))
-            except resp.ProtocolError as error:  # as Redis: an error, then it hangs up
-                codec = self.net.codec
-                link.down.send(codec.encode(replies.Error(f"ERR {error}"), 2))
-                link.down.send(_EOF)
-        self._work()
-
-    def pause(self) -> None:
-        self.paused = True
-
-    def resume(self) -> None:
-        self.paused = False
-        self._work()
-
-    def _work(self) -> None:
-        while self._queue and not self._busy and not self.paused:
-            link, args = self._queue.popleft()
-            if args is None:
-                self._hang_up(link)
-            elif link.dead:
-                continue  # reset: what it had not read is gone
-            elif self.service:  # a slow node: run (and answer) once it is done
-                self._busy = True
-                loop = self.net.loop
-                loop.call_later(self.service, self._done, link, args, context=self.net.context)
-            else:
-                self._execute(link, args)
-
-    def _done(self, link: Link, args: list[bytes]) -> None:
-        self._busy = False
-        if not link.dead:
-            self._execute(link, args)
-        self._work()
-
-    def _execute(self, link: Link, args: list[bytes]) -> None:
-        net = self.net
-        reply = self.node.execute(args, link.id)
-        self.executed += 1
-        net.record(self, link, args, reply)
-        codec = net.codec
-        if reply is not codec.NOREPLY:
-            link.down.send(codec.encode(reply, codec.proto(self.node, link.id)))
-        self._flush_pushes()
-
-    def _flush_pushes(self) -> None:
-        codec = self.net.codec
-        outbox: dict[Hashable, list[Any]] | None = getattr(self.node, "outbox", None)
-        for conn in list(outbox or ()):
-            pushes = self.node.take(conn)
-            link = self.net.links.get(conn) if isinstance(conn, int) else None
-            if link is None or link.dead or not pushes:
-                continue
-            proto = codec.proto(self.node, conn)
-            link.down.send(b"".join(codec.encode(push, proto) for push in pushes))
-
-    def _hang_up(self, link: Link) -> None:
-        if not link.dead:
-            self.net.forget(link)
-
-    def stop(self) -> None:
-        """Stop the node: open connections reset, new ones refused (until ``start``)."""
-        self.stopped = True
-        for link in [link for link in self.net.links.values() if link.server is self]:
-            self.net.reset_link(link)
-        self._queue.clear()
-
-    def start(self) -> None:
-        self.stopped = False
-
-    def restart(self, down_for: float = 0.0, **restart: Any) -> None:
-        """Kill the node now (connections reset, what it had not run is gone) and
-        start it again ``down_for`` seconds later as a new server process
-        (``SimNode.restart(**restart)``: empty by default)."""
-        self.stop()
-
-        def again() -> None:
-            self.node.restart(**restart)  # type: ignore[attr-defined]
-            self.start()
-
-        self.net.loop.call_later(down_for, again, context=self.net.context)
 
 
 class Network:
@@ -460,7 +249,7 @@ class Network:
     def closed_by_client(self, link: Link) -> None:
         """The client closed (or aborted): the node sees it after what was written."""
         link.client_gone = True
-        link.up.send(_EOF)
+        link.up.send(EOF)
 
     def forget(self, link: Link) -> None:
         link.dead = True
