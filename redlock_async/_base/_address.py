@@ -14,7 +14,6 @@ import ipaddress
 import os
 import re
 import socket
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -22,6 +21,7 @@ from urllib.parse import unquote, unquote_plus
 
 from ._errors import ConfigurationError
 from ._options import OPTION_NAMES, Options, parse_options, withheld
+from ._world import current
 
 __all__ = ["Address", "Endpoint", "connect", "node_identity", "parse_url", "redact_url"]
 
@@ -288,7 +288,7 @@ def node_identity(
 
     Two nodes whose sets intersect are one server, whatever the database
     number: each database would cast a vote of the same process. Host names
-    are resolved with ``socket.getaddrinfo`` when this is called (at
+    are resolved with the world's ``getaddrinfo`` when this is called (at
     construction of a Redlock); a name that does not resolve is compared as
     its lowercased literal, so ``localhost`` and ``127.0.0.1`` are told apart
     only when resolution fails. The addresses found serve ``connect`` for
@@ -305,14 +305,14 @@ def node_identity(
     except ValueError:
         pass
     try:
-        infos = socket.getaddrinfo(literal, port, type=socket.SOCK_STREAM)
+        infos = current().getaddrinfo(literal, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError):
         return frozenset({("tcp", literal, port)})
     if literal == host:  # what connect() would resolve: keep it for a moment
         ips = (str(i[4][0]) for i in infos if i[0] in (socket.AF_INET, socket.AF_INET6))
         if len(_resolved) >= _RESOLVED_LIMIT:
             _resolved.clear()
-        _resolved[host, port] = (time.monotonic(), tuple(dict.fromkeys(ips)))
+        _resolved[host, port] = (current().monotonic(), tuple(dict.fromkeys(ips)))
     found = {
         ("tcp", _canonical_ip(str(info[4][0]).split("%", 1)[0]), port)
         for info in infos
@@ -351,7 +351,7 @@ async def connect(address: Address, factory: Callable[[], P], timeout: float) ->
 
 def _recently_resolved(host: str, port: int) -> tuple[str, ...] | None:
     found = _resolved.get((host, port))
-    if found is None or time.monotonic() - found[0] > RESOLVED_FOR:
+    if found is None or current().monotonic() - found[0] > RESOLVED_FOR:
         return None
     return found[1]
 

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
+
+from ._world import current
 
 __all__ = [
     "LOCK",
@@ -96,7 +97,7 @@ def warn(logger: logging.Logger, event: str, subject: str, message: str, **field
     become ``redlock_<field>`` attributes of the record."""
     if not logger.isEnabledFor(logging.WARNING):
         return
-    held_back = _LIMITER.allow((event, subject), time.monotonic())
+    held_back = _LIMITER.allow((event, subject), current().monotonic())
     if held_back is None:
         return
     if held_back:
@@ -126,6 +127,7 @@ class Telemetry:
 
     __slots__ = (
         "_acquire_duration",
+        "_clock",
         "_grants",
         "_hold_duration",
         "_live",
@@ -137,7 +139,7 @@ class Telemetry:
         "_tracer",
     )
 
-    def __init__(self, lock_names: bool) -> None:
+    def __init__(self, lock_names: bool, clock: Callable[[], float]) -> None:
         from opentelemetry import metrics, trace  # only here: the extra may be absent
 
         from ._version import __version__
@@ -159,6 +161,7 @@ class Telemetry:
         )
         self._tracer = trace.get_tracer("redlock_async", __version__)
         self._lock_names = lock_names
+        self._clock = clock  # the engine's monotonic clock
         self._live = False
         self._next_check = 0.0  # monotonic time of the next look at the providers
 
@@ -169,7 +172,7 @@ class Telemetry:
         of the client's instructions per acquire+release (benchmarks/telemetry.py)
         for nothing. Looked at again every ``RECHECK`` seconds: reporting starts
         within that of the application installing its providers."""
-        now = time.monotonic()
+        now = self._clock()
         if now >= self._next_check:
             self._next_check = now + RECHECK
             self._live = _providers_installed()
@@ -217,13 +220,13 @@ def _providers_installed() -> bool:
     return type(metrics.get_meter_provider()).__name__ != "_ProxyMeterProvider"
 
 
-def telemetry(enabled: bool, lock_names: bool) -> Telemetry | None:
+def telemetry(enabled: bool, lock_names: bool, clock: Callable[[], float]) -> Telemetry | None:
     """A Telemetry when asked for and opentelemetry-api is installed, else None."""
     if not enabled:
         return None
     try:
         if importlib.util.find_spec("opentelemetry") is None:
             return None
-        return Telemetry(lock_names)
+        return Telemetry(lock_names, clock)
     except (ImportError, ValueError):  # absent, broken or partial: run without
         return None

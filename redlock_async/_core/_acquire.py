@@ -104,7 +104,7 @@ async def acquire(
         commands.attempts_begin()
     # timeout=0 is one attempt, as blocking=False: no deadline to cut it at.
     deadline = None if not limit else engine.clock() + limit
-    fair = FairEntry.new(commands.kind, engine.config.node_timeout) if options.fair else None
+    fair = FairEntry.new(commands.kind, engine) if options.fair else None
     subscription: Subscription | None = None
     last: Tally | None = None
     failures: Failures | None = None

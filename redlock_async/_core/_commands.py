@@ -9,14 +9,12 @@ states every member of the protocol, the neutral ones included).
 
 from __future__ import annotations
 
-import secrets
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from .._base._keys import KeyLayout, wake_channel
 from .._base._timing import fair_heartbeat, ttl_ms
-from .._engine import Command, Tally, Waiting
+from .._engine import Command, Engine, Tally, Waiting
 from ._scripts import ACQUIRE, EXTEND, FAIR_ACQUIRE, FAIR_LEAVE, RELEASE
 
 __all__ = ["Agree", "Commands", "ExclusiveCommands", "FairEntry", "grant_keys"]
@@ -40,11 +38,13 @@ class FairEntry:
         self.heartbeat_ms = heartbeat_ms
 
     @classmethod
-    def new(cls, kind: bytes, node_timeout: float) -> FairEntry:
-        """A new waiter of ``kind`` (``Commands.kind``), arriving now."""
-        waiter = kind + secrets.token_hex(8).encode()
-        ticket = f"{time.time() * 1000:.3f}".encode()
-        return cls(waiter, ticket, ttl_ms(fair_heartbeat(node_timeout)))
+    def new(cls, kind: bytes, engine: Engine) -> FairEntry:
+        """A new waiter of ``kind`` (``Commands.kind``) of ``engine``, arriving now
+        (its world's wall clock; the world's random bytes name the waiter)."""
+        world = engine.world
+        waiter = kind + world.token_bytes(8).hex().encode()
+        ticket = f"{world.time_ns() / 1e6:.3f}".encode()
+        return cls(waiter, ticket, ttl_ms(fair_heartbeat(engine.config.node_timeout)))
 
 
 class Commands(Protocol):

@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import os
 import re
-import socket
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 from .._base._config import RedlockConfig
+from .._base._world import REAL, World, current
 from .._engine import TokenPool
 
 __all__ = [
@@ -62,16 +61,19 @@ _MAX_HOST = 255  # a DNS name's limit; gethostname() never gives more on Linux (
 _me = b""
 
 
-def identity() -> bytes:
-    """``@HOST:PID:`` for this process (the host ASCII, anything else escaped)."""
+def identity(world: World = REAL) -> bytes:
+    """``@HOST:PID:`` for ``world``'s process (the host ASCII, anything else escaped)."""
     global _me
-    if not _me:
-        host = socket.gethostname()[:_MAX_HOST] or "?"
-        # Printable ASCII only (TOKEN's rule, and lock.token's decoding).
-        escaped = host.encode("ascii", "backslashreplace")
-        escaped = bytes(c if 32 <= c < 127 else 63 for c in escaped)  # "?"
-        _me = b"@%s:%d:" % (escaped, os.getpid())
-    return _me
+    if world is REAL and _me:
+        return _me
+    host = world.hostname()[:_MAX_HOST] or "?"
+    # Printable ASCII only (TOKEN's rule, and lock.token's decoding).
+    escaped = host.encode("ascii", "backslashreplace")
+    escaped = bytes(c if 32 <= c < 127 else 63 for c in escaped)  # "?"
+    me = b"@%s:%d:" % (escaped, world.getpid())
+    if world is REAL:
+        _me = me
+    return me
 
 
 def _forget() -> None:
@@ -86,23 +88,31 @@ class HolderTokens:
     """Grant tokens with holder info: the pool's random part, then ``@HOST:PID:MS``.
 
     One per Redlock with ``holder_info=True``, handed to the engine as its
-    token source; the random part comes from the same fork-safe pool.
+    token source; the random part comes from the same fork-safe pool. Host,
+    pid, wall clock and random bytes are those of ``world`` (default: the
+    current one), read when made.
     """
 
-    __slots__ = ("_pool",)
+    __slots__ = ("_me", "_pool", "_time_ns")
 
-    def __init__(self, pool: Callable[[], bytes] | None = None) -> None:
-        self._pool = pool if pool is not None else TokenPool()
+    def __init__(self, pool: Callable[[], bytes] | None = None, world: World | None = None) -> None:
+        world = world if world is not None else current()
+        self._pool = pool if pool is not None else TokenPool(world.token_bytes)
+        self._time_ns = world.time_ns
+        # A simulated process's identity is fixed: made now. This process's
+        # (empty here) is the module's, made again in a forked child (its pid differs).
+        self._me = b"" if world is REAL else identity(world)
 
     def __call__(self) -> bytes:
         # When the attempt begins (its token is made first), on the taker's
         # wall clock: "since" reads the same whichever node answered.
-        return b"%s%s%d" % (self._pool(), _me or identity(), time.time_ns() // 1_000_000)
+        me = self._me or _me or identity()
+        return b"%s%s%d" % (self._pool(), me, self._time_ns() // 1_000_000)
 
 
 def holder_tokens(config: RedlockConfig) -> HolderTokens | None:
-    """The token source of a Redlock with ``config``: None (the engine's bare
-    random tokens) when ``holder_info`` is off."""
+    """The token source of a Redlock with ``config`` in the current world: None
+    (the engine's bare random tokens) when ``holder_info`` is off."""
     return HolderTokens() if config.holder_info else None
 
 

@@ -58,7 +58,8 @@ class Holdings(Generic[_L]):
     def _locks(self) -> list[_L]:
         locks = [lock for lock in [renewer() for renewer in list(self._held)] if lock is not None]
         # In the order they were granted, not the set's (memory addresses): what
-        # is sent for them goes out in the same order run after run.
+        # is sent for them goes out in the same order run after run. Grants of
+        # one instant (a virtual clock's) are ordered by token.
         locks.sort(key=_granted_since)
         return locks
 
@@ -89,6 +90,6 @@ class Holdings(Generic[_L]):
         self.renewals.forget()
 
 
-def _granted_since(lock: Held) -> float:
+def _granted_since(lock: Held) -> tuple[float, bytes]:
     grant = lock._grant
-    return grant.since if grant is not None else 0.0
+    return (grant.since, grant.token) if grant is not None else (0.0, b"")

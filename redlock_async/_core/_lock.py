@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Mapping
 from types import MappingProxyType, TracebackType
 from typing import Final, Self, TypedDict, Unpack
@@ -101,7 +100,7 @@ def _close(self: Lock, reason: str) -> None:
     self._drop(grant)
     if not handed_on:  # its remnants would only block the next holder
         command = self._commands.release(grant.token, False)
-        self._engine.undo(grant.acquired, command, time.monotonic() + grant.ttl)
+        self._engine.undo(grant.acquired, command, self._engine.clock() + grant.ttl)
     if self._body is not None:
         # The body learns at its exit that its grant had expired
         # (``__aexit__``), as without the close; nothing is cancelled.
@@ -332,7 +331,7 @@ class Lock(LockState):
         cleanup = None
         if release:
             command = self._commands.release(grant.token, False)
-            cleanup = Cleanup(grant.acquired, command, time.monotonic() + grant.ttl)
+            cleanup = Cleanup(grant.acquired, command, self._engine.clock() + grant.ttl)
         if self._body is None:
             if cleanup is not None:
                 self._engine.undo(*cleanup)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from .._base._errors import LockNotOwned, describe_errors
 from .._base._observe import LOCK, warn
 from .._engine import Engine, Tally
@@ -33,7 +31,7 @@ def send_release(engine: Engine, commands: Commands, grant: Grant) -> tuple[Tall
         # wake the waiter again (WakeHub.notify's echoes).
         wake.notify(commands.keys.wake, grant.token)
     # Resend where a connection fails, for as long as the key may live.
-    tally.resend_until = time.monotonic() + grant.ttl
+    tally.resend_until = engine.clock() + grant.ttl
     return tally, expired
 
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 import random
-import secrets
-import time
 from binascii import hexlify
 from collections.abc import Callable, Sequence
 
@@ -20,6 +18,7 @@ from .._base._config import RedlockConfig
 from .._base._errors import ConfigurationError, NodeError, RedlockError
 from .._base._keys import epoch_key
 from .._base._observe import NODE, Telemetry, telemetry, warn
+from .._base._world import World, current
 from ._admission import LIMIT, Admission
 from ._cleanups import Cleanups
 from ._drain import drain
@@ -44,16 +43,18 @@ os.register_at_fork(after_in_child=lambda: _forks.__setitem__(0, _forks[0] + 1))
 
 
 class TokenPool:
-    """Grant tokens: 20 random bytes from ``secrets`` each, hex-encoded for readable keys.
+    """Grant tokens: 20 random bytes each (the world's ``token_bytes``:
+    ``secrets``), hex-encoded for readable keys.
 
     The bytes are drawn 128 tokens at a time: one ``getrandom`` syscall per
     token cost about 5% of a grant's CPU. One pool per Redlock, used from
     its event loop only (a shared pool would need a lock across threads).
     """
 
-    __slots__ = ("buffer", "fork", "offset")
+    __slots__ = ("buffer", "fork", "offset", "token_bytes")
 
-    def __init__(self) -> None:
+    def __init__(self, token_bytes: Callable[[int], bytes] | None = None) -> None:
+        self.token_bytes = token_bytes if token_bytes is not None else current().token_bytes
         self.buffer = b""
         self.offset = 0
         self.fork = _forks[0]
@@ -62,7 +63,7 @@ class TokenPool:
         offset = self.offset
         if offset == len(self.buffer) or self.fork != _forks[0]:
             # Hex-encoded once per pool: a token is then one slice.
-            self.buffer = hexlify(secrets.token_bytes(_TOKEN_BYTES * _POOL_TOKENS))
+            self.buffer = hexlify(self.token_bytes(_TOKEN_BYTES * _POOL_TOKENS))
             self.fork = _forks[0]
             offset = 0
         self.offset = offset + 2 * _TOKEN_BYTES
@@ -70,21 +71,29 @@ class TokenPool:
 
 
 class Engine:
-    """The nodes of one Redlock and the fan-outs over them. Not public."""
+    """The nodes of one Redlock and the fan-outs over them. Not public.
+
+    It lives in ``world`` (default: the current one, ``_world.py``): the
+    clock, token source and random source not given come from there.
+    """
 
     def __init__(
         self,
         nodes: Sequence[Node],
         config: RedlockConfig,
         *,
-        clock: Callable[[], float] = time.monotonic,
+        world: World | None = None,
+        clock: Callable[[], float] | None = None,
         token_factory: Callable[[], bytes] | None = None,
         rng: random.Random | None = None,
         ttls: TtlLedger | None = None,
     ) -> None:
+        self.world = world = world if world is not None else current()
+        self.clock = clock = clock if clock is not None else world.monotonic
         self.nodes = tuple(nodes)
         self.quorum = quorum_of(len(self.nodes))
         self._quorum = Quorum(self.nodes, config.node_timeout)
+        self._quorum.clock = clock  # resend deadlines are on it
         self.wake: WakeHub | None = None
         if config.wake_on_release:
             hub = WakeHub([node.wake_source for node in self.nodes], config.node_timeout)
@@ -96,16 +105,17 @@ class Engine:
         self.cleanup = self.cleanups.send
         self.loop = self._quorum.running_loop
         self.config = config
-        self.clock = clock
-        self.new_token = token_factory if token_factory is not None else TokenPool()
-        self.rng = rng or random.Random()
+        self.new_token = (
+            token_factory if token_factory is not None else TokenPool(world.token_bytes)
+        )
+        self.rng = rng or world.rng
         self.closed = False
         # aclose() has begun: no new attempt starts, while what is in flight
         # settles and is cleaned up (cleanups still go out until closed).
         self.closing = False
         self.ttls = ttls or TtlLedger()  # the longest ttl granted: quarantine length
         # Metrics and spans when opentelemetry-api is installed (None: off).
-        self._telemetry = telemetry(config.telemetry, config.telemetry_lock_names)
+        self._telemetry = telemetry(config.telemetry, config.telemetry_lock_names, clock)
         self._quorum.on_error = self._node_failed
         # The nodes' epochs: who may have lost grants still valid (_epochs.py);
         # per hash slot with a Redis Cluster among the nodes (_slots.py).
@@ -210,6 +220,6 @@ class Engine:
             cleanup = self.cleanup(release, after=tally, only=targets)
             # Until when a key it left can still be there (never more than
             # the longest ttl granted from now): resend where connections fail.
-            cleanup.resend_until = until or time.monotonic() + self.ttls.longest
+            cleanup.resend_until = until or self.clock() + self.ttls.longest
             return cleanup
         return None

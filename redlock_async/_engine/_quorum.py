@@ -23,6 +23,7 @@ from functools import partial
 from typing import Any, Protocol
 
 from .._base._errors import NodeError, RedlockError
+from .._base._world import current
 from ._node import Command, Node, Reply
 from ._resend import resend
 from ._settled import Settled
@@ -50,6 +51,7 @@ class Quorum:
 
     def __init__(self, nodes: Sequence[Node], node_timeout: float) -> None:
         self.nodes = tuple(nodes)
+        self.clock = current().monotonic  # resend deadlines' (an Engine sets its own clock)
         self.n = len(self.nodes)
         self.need = quorum_of(self.n)
         self.node_timeout = node_timeout
@@ -92,9 +94,8 @@ class Quorum:
         # asyncio's own loops are remembered (see fanout); after a fork the
         # child forgets it.
         self._loop: asyncio.BaseEventLoop | None = None
-        # Its clock and futures: asyncio's default loops read time.monotonic
-        # and make plain Futures, done here directly to save a Python frame
-        # per fan-out.
+        # Its clock and futures: asyncio's default loops read time.monotonic and make
+        # plain Futures, done here directly to save a Python frame per fan-out.
         self._now: Callable[[], float] = time.monotonic
         self._new_future: Callable[[], asyncio.Future[bool]] = _no_loop
         # The loop the nodes' connections live on, and the process: a fan-out

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
+from collections.abc import Callable
 from typing import Protocol
 
 from .._base._errors import NodeConnectionError, NodeError, NodeTimeoutError
@@ -28,10 +28,12 @@ _log = logging.getLogger("redlock_async.node")
 
 
 class Resending(Protocol):
-    """The quorum, as resends see it: whether it closed, and its pending timers."""
+    """The quorum, as resends see it: whether it closed, its pending timers, its
+    clock (the engine's: ``resend_until`` is on it)."""
 
     closed: bool
     resends: set[asyncio.TimerHandle]
+    clock: Callable[[], float]
 
 
 # Per-node resends of a cleanup: first after 50 ms, doubling up to 1 s.
@@ -70,7 +72,7 @@ class Resend:
         except RuntimeError:
             return  # the loop is gone: the key expires with its ttl
         delay = self.backoff.fail()
-        if time.monotonic() + delay < self.until:
+        if group.clock() + delay < self.until:
             # Kept by the quorum, so that closing cancels it: a resend firing
             # after aclose() would open a new connection on a closing loop.
             self.handle = loop.call_later(delay, self._fire)

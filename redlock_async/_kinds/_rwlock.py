@@ -15,7 +15,6 @@ the writer gets in at its next attempt.
 from __future__ import annotations
 
 import asyncio
-import secrets
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn, Unpack
@@ -200,7 +199,7 @@ class _WriteCommands:
     new readers: once the current readers leave, the writer gets in.
     """
 
-    __slots__ = ("_check", "_marker", "_marker_ms", "keys")
+    __slots__ = ("_check", "_marker", "_marker_ms", "_random", "keys")
 
     kind = b"w:"
     stateful = True
@@ -211,6 +210,7 @@ class _WriteCommands:
         self.keys = keys
         self._check = check
         self._marker = b""  # id this writer puts in the writer-waiting marker
+        self._random = engine.world.token_bytes
         config = engine.config
         self._marker_ms = ttl_ms(writer_marker_ttl(config.retry_delay, config.retry_jitter))
 
@@ -243,7 +243,7 @@ class _WriteCommands:
 
     def attempts_begin(self) -> None:
         self._check()
-        self._marker = secrets.token_hex(8).encode()
+        self._marker = self._random(8).hex().encode()
 
     def attempts_over(
         self, last: Tally | None, granted: bool, fair: FairEntry | None

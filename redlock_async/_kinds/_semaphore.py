@@ -18,7 +18,6 @@ once a quorum said yes.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Sequence
 from typing import Final, Self, Unpack
 
@@ -195,7 +194,7 @@ class SemaphoreCommands:
         if targets and others and not engine.closed:
             command = Command(SEM_RELEASE, others, (self._token,))
             cleanup = engine.fanout(command, after=tally, only=targets)
-            cleanup.resend_until = time.monotonic() + engine.ttls.longest
+            cleanup.resend_until = engine.clock() + engine.ttls.longest
 
     def release(self, token: bytes, announce: bool) -> Command:
         if self.slot is not None and token == self._token:

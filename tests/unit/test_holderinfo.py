@@ -14,6 +14,8 @@ from redlock_async._core import _holderinfo as info
 from redlock_async._core._holderinfo import HolderKind
 from redlock_async._whoholds import NodeView, judge
 
+from ._worlds import made_world
+
 A = b"a" * 40 + b"@web-1:11:1700000000123"
 B = b"b" * 40 + b"@web-2:22:1700000000456"
 C = b"c" * 40 + b"@web-3:33:1700000000789"
@@ -33,28 +35,36 @@ def test_tokens_carry_host_pid_and_time(monkeypatch: pytest.MonkeyPatch) -> None
     assert info.TOKEN.fullmatch(token.decode())
 
 
-def test_the_host_is_printable_ascii(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(info, "_me", b"")
-    monkeypatch.setattr(socket, "gethostname", lambda: "héte\nl:1")
-    token = info.HolderTokens(lambda: b"0" * 40)()
+def test_the_host_is_printable_ascii() -> None:
+    world = made_world(hostname=lambda: "héte\nl:1")
+    token = info.HolderTokens(lambda: b"0" * 40, world)()
     assert info.TOKEN.fullmatch(token.decode("ascii"))
     assert info.parse(token) is not None
     assert (info.parse(token) or ("",))[0] == "h\\xe9te?l:1"  # a colon in a host parses too
 
 
-def test_the_process_identity_is_computed_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(info, "_me", b"")
+def test_the_process_identity_is_computed_once() -> None:
     calls = []
 
     def gethostname() -> str:
         calls.append(1)
         return "h"
 
-    monkeypatch.setattr(socket, "gethostname", gethostname)
-    tokens = info.HolderTokens(lambda: b"0" * 40)
+    tokens = info.HolderTokens(lambda: b"0" * 40, made_world(hostname=gethostname))
     for _ in range(3):
         tokens()
     assert calls == [1]
+
+
+def test_this_process_identity_is_cached_and_made_again_after_a_fork(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # What a forked child's hook leaves (_forget): the next token makes it again.
+    monkeypatch.setattr(info, "_me", b"@parent:1:")
+    tokens = info.HolderTokens(lambda: b"0" * 40)
+    assert info.parse(tokens())[:2] == ("parent", 1)  # type: ignore[index]
+    monkeypatch.setattr(info, "_me", b"")
+    assert info.parse(tokens())[:2] == (socket.gethostname(), os.getpid())  # type: ignore[index]
 
 
 def test_parse_takes_only_tokens_with_holder_info() -> None:
