@@ -144,7 +144,10 @@ class Mixed:
         self.attempts = attempts
         self.rng = random.Random(config["seed"])
         self.ttl: float = config["ttl"]
-        self.started = time.monotonic()
+        # The clock of every deadline, claim and tick: the host's monotonic
+        # one here; the simulation's virtual one there (tests/sim/mixed.py).
+        self.now: Callable[[], float] = config.get("clock", time.monotonic)
+        self.started = self.now()
         self.deadline = self.started + config["duration"]
         # The nemesis's clock: burst_at counts from it, so bursts meet the faults.
         self.epoch: float = config.get("epoch", self.started)
@@ -208,7 +211,7 @@ class Mixed:
                 ok = await self.call(op, res, bound, attempt)
         except TimeoutError:
             self.record("cancel", grant_op, key=first, detail=" ".join(tokens))
-            self.abandoned.append((lock, time.monotonic()))
+            self.abandoned.append((lock, self.now()))
             return False
         except RedlockError:
             ok = False
@@ -230,7 +233,7 @@ class Mixed:
                     detail=f"limit={limit}" if limit else None)  # fmt: skip
         # An auto-extended holder claims the lock until told of a loss (or it
         # releases); others until the validity acquire() reported.
-        claim = None if renewed else time.monotonic() + lock.valid_for
+        claim = None if renewed else self.now() + lock.valid_for
         for name in res.split(","):
             self.record("ok", _GRANT_OPS[kind], key=name, token=token, valid_until=claim)
         return token
@@ -256,7 +259,7 @@ class Mixed:
                 await self.call("release", res, 0.0, lock.release())
         except TimeoutError:
             self.record("cancel", "release", key=res.split(",")[0], token=token)
-            self.abandoned.append((lock, time.monotonic()))
+            self.abandoned.append((lock, self.now()))
             self.record("free", kind, key=res, token=token, value=ttl_ms)
             return
         except (RedlockError, LockLost) as exc:
@@ -386,7 +389,7 @@ class Mixed:
             return
         token = box["token"] = self.granted(blocker, "lock", p, renewed=True)
         blocked_for = rng.uniform(1.5, 2.5)
-        ends = time.monotonic() + blocked_for
+        ends = self.now() + blocked_for
         waiters = [self.spawn(self.multi((a, p), timeout=blocked_for + 1.0))]
         await asyncio.sleep(0.2)
         gate = self.redlock.lock(a, ttl=self.ttl, auto_extend=False)
@@ -395,7 +398,7 @@ class Mixed:
             waiters.append(self.spawn(self.multi((a, q), timeout=rng.uniform(1.2, 1.8))))
             await asyncio.sleep(0.1)
             await self.release(gate, "lock", a, gate_token)
-        if await self.hold(blocker, "lock", p, token, ends - time.monotonic()):
+        if await self.hold(blocker, "lock", p, token, ends - self.now()):
             await self.release(blocker, "lock", p, token)
         await asyncio.gather(*waiters, return_exceptions=True)
 
@@ -455,7 +458,7 @@ class Mixed:
             self.record("fail", "adopt", key=name, token=token, detail=type(exc).__name__)
             return
         self.record("hold", "lock", key=name, token=token, value=round(ttl * 1000))
-        claim = None if auto else time.monotonic() + adopted.valid_for
+        claim = None if auto else self.now() + adopted.valid_for
         self.record("ok", "acquire", key=name, token=token, valid_until=claim, detail="adopted")
         # Long enough for the taker's renewals to matter: most of the validity.
         seconds = rng.uniform(0.5, 1.2) if auto else adopted.valid_for * rng.uniform(0.5, 0.95)
@@ -487,7 +490,7 @@ class Mixed:
         lock = self.redlock.semaphore("s", limit, ttl=2 * tick, auto_extend=False)
 
         def next_tick() -> float:
-            elapsed = time.monotonic() - self.started
+            elapsed = self.now() - self.started
             return (math.floor(elapsed / tick) + 1) * tick - elapsed
 
         await self.cycle(lock, "sem", "s", self.rng.uniform(1.5, 1.5 * tick),
@@ -495,7 +498,7 @@ class Mixed:
         await asyncio.sleep(max(0.0, next_tick() - self.mix["sem_lead"]))
 
     async def looping(self, one: Callable[[], Awaitable[None]]) -> None:
-        while time.monotonic() < self.deadline:
+        while self.now() < self.deadline:
             await one()
             await asyncio.sleep(self.rng.uniform(0.0, 0.01))
 
@@ -517,7 +520,7 @@ class Mixed:
         timeouts: Sequence[float] = self.mix["stream_timeouts"]
         inflight: set[asyncio.Task[None]] = set()
         number = 0
-        while time.monotonic() < self.deadline:
+        while self.now() < self.deadline:
             if len(inflight) < cap:
                 number += 1
                 timeout = timeouts[number % len(timeouts)]
@@ -532,7 +535,7 @@ class Mixed:
         at = self.mix["burst_at"]
         if at is None:
             return
-        await asyncio.sleep(max(0.0, self.epoch + at - time.monotonic()))
+        await asyncio.sleep(max(0.0, self.epoch + at - self.now()))
         size: int = self.mix["burst_size"]
         timeout: float = self.mix["burst_timeout"]
         self.record("burst", "acquire", value=size, detail=f"T={timeout:g}")
@@ -551,14 +554,14 @@ class Mixed:
                  for i in range(count)]  # fmt: skip
         self.hoarded: list[Lock] = []
         chunk = 500
-        pace = max(0.5, self.deadline - time.monotonic() - 1.0) / (count / chunk)
+        pace = max(0.5, self.deadline - self.now() - 1.0) / (count / chunk)
         for start in range(0, count, chunk):
-            due = time.monotonic() + pace
+            due = self.now() + pace
             part = locks[start : start + chunk]
             results = await asyncio.gather(*(lock.acquire(timeout=5.0) for lock in part),
                                            return_exceptions=True)  # fmt: skip
             self.hoarded += [lock for lock, ok in zip(part, results, strict=True) if ok is True]
-            await asyncio.sleep(max(0.0, due - time.monotonic()))
+            await asyncio.sleep(max(0.0, due - self.now()))
         return straight
 
     async def release_burst(self) -> None:
@@ -567,7 +570,7 @@ class Mixed:
         if not locks:
             return
         self.record("burst", "release", value=len(locks))
-        started = time.monotonic()
+        started = self.now()
         # One warning per unconfirmed release would be thousands of lines:
         # what is left behind is the keys, which no_keys_left names.
         quiet = logging.getLogger("redlock_async")
@@ -579,7 +582,7 @@ class Mixed:
             quiet.setLevel(level)
         failed = sum(isinstance(r, BaseException) for r in results)
         self.record("burst", "released", value=len(locks) - failed,
-                    detail=f"{failed} raised; {time.monotonic() - started:.2f} s")  # fmt: skip
+                    detail=f"{failed} raised; {self.now() - started:.2f} s")  # fmt: skip
         self.hoarded = []
 
     # -- the whole worker --------------------------------------------------
@@ -592,10 +595,10 @@ class Mixed:
 
     async def ticker(self) -> None:
         # Stalls of this process's event loop (lag events): allowed on top of bounds.
-        while time.monotonic() < self.deadline + 1.0:
-            due = time.monotonic() + 0.02
+        while self.now() < self.deadline + 1.0:
+            due = self.now() + 0.02
             await asyncio.sleep(0.02)
-            late = time.monotonic() - due
+            late = self.now() - due
             self.lag = max(self.lag, late)
             if late >= 0.005:
                 self.record("lag", "loop", value=round(late * 1000))
@@ -631,7 +634,7 @@ class Mixed:
             for lock, cancelled_at in self.abandoned:
                 # A lock whose release (or acquire) was cancelled must not stay
                 # held: past one ttl it can only be a renewal nobody stops.
-                if lock.held and time.monotonic() - cancelled_at > lock.ttl + 0.1:
+                if lock.held and self.now() - cancelled_at > lock.ttl + 0.1:
                     self.record("held", "abandoned", key=lock.name, token=lock.token or "",
                                 detail=f"cancelled at {cancelled_at:.3f}")  # fmt: skip
             for redlock in (self.redlock, self.adopter, straight):
