@@ -1,0 +1,271 @@
+"""One seed's deployment: nodes, processes, the mixed workload, the nemesis, a history.
+
+:func:`simulate` is a pure function of its seed (and of the fault kinds and
+the planted bug, if any): everything - how many nodes, the processes and
+their ttls, every fault, every token - is drawn from it. The run has three
+parts on virtual time:
+
+- ``0 .. faults_end``: the workload under the nemesis's faults;
+- ``faults_end .. end``: the workload on a healed cluster, long enough for
+  every key written under faults to expire (``tail``);
+- after ``end``: the processes finish and close their Redlocks; ``bound``
+  seconds later, every lock key left on a node is written to the history
+  (``no_keys_left``), and the counter's final value (``no_lost_updates``).
+
+With ``observe`` (the liveness checkers of ``liveness.py`` need it) a
+sampler writes when a process's ``Redlock`` stops or starts counting a
+node's votes (``out``/``in`` events, key the node's index).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from redlock_async import Redlock
+
+from ..faults.history import ACQUIRE_OPS, Event
+from .faults import Fault
+from .mixed import SIM_MIX, Board, Recorder, Resource, SimMixed, start_mixed
+from .nemesis import Nemesis
+from .node import Clock, SimNode
+from .process import SimProcess
+from .sim import Simulation
+
+__all__ = ["Deployment", "Outcome", "kept_out", "simulate"]
+
+TTLS = (0.5, 1.0, 2.0, 3.0, 5.0)
+"""The processes' ttls, drawn per process: restarts across processes with different ttls."""
+
+LONGEST_TTL = 10.0  # the fenced register's locks (a key one leaks outlives the tail)
+
+
+@dataclass
+class Outcome:
+    """What one seed's deployment did: its history and its figures."""
+
+    seed: int
+    events: list[Event]
+    nodes: int
+    grants: int
+    faults: dict[str, int]
+    refused: int
+    simulated: float
+    ttls: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+class _Worker:
+    __slots__ = ("index", "main", "mixed", "process", "ttl")
+
+    def __init__(self, index: int, process: SimProcess, ttl: float) -> None:
+        self.index = index
+        self.process = process
+        self.ttl = ttl
+        self.mixed: SimMixed | None = None
+        self.main: asyncio.Task[None] | None = None
+
+
+class Deployment:
+    """The cluster, its processes and its nemesis for one seed (see the module docstring)."""
+
+    def __init__(
+        self, seed: int, kinds: Sequence[str], *, observe: bool = False, minutes: float = 2.0
+    ) -> None:
+        self.seed = seed
+        rng = self.rng = random.Random(f"deploy:{seed}")
+        self.clocks: list[Clock] = []
+        self.nodes: list[SimNode] = []
+        self.sim = Simulation(seed, nodes=rng.choice((3, 3, 5)), make_node=self._make_node)
+        self.sim_context = contextvars.Context()  # no process's: the nemesis's timers
+        self.recorder = Recorder(self.sim)
+        self.board = Board(self.sim)
+        self.resource = Resource()
+        self.workers: list[_Worker] = []
+        self.longest_ttl = LONGEST_TTL
+        self.faults_end = self.sim.loop.time() + rng.uniform(0.75, 1.25) * minutes * 60
+        self.end = self.faults_end + LONGEST_TTL + 5.0  # the tail: every faulted key expires
+        self.bound = 2.0
+        self.observe = observe
+        self.nemesis = Nemesis(self, random.Random(f"nemesis:{seed}"), kinds)
+        self.errors: list[str] = []
+
+    def _make_node(self, index: int, true_ms: Callable[[], int]) -> SimNode:
+        clock = Clock(true_ms)
+        node = SimNode(clock, seed=self.seed * 1000 + index, journal=64)
+        self.clocks.append(clock)
+        self.nodes.append(node)
+        return node
+
+    # -- processes ---------------------------------------------------------
+
+    def start_worker(self) -> _Worker:
+        index = len(self.workers)
+        ttl = self.rng.choice(TTLS)
+        worker = _Worker(index, self.sim.spawn(), ttl)
+        self.workers.append(worker)
+        config: dict[str, Any] = {
+            "name": f"w{index}",
+            "seed": self.rng.randrange(2**32),
+            "ttl": ttl,
+            "duration": self.end - self.sim.loop.time(),
+            "worker": index,
+            "limit": 3,
+            "cancel_share": 0.1,
+            "clock": self.sim.loop.time,
+            "mix": {**SIM_MIX, "fenced_ttl": LONGEST_TTL},
+        }
+
+        def made(mixed: SimMixed) -> None:
+            worker.mixed = mixed
+
+        worker.main = worker.process.spawn(
+            start_mixed(worker.process, config, self.recorder, self.board, self.resource, made)
+        )
+        return worker
+
+    def process(self, worker: int) -> SimProcess:
+        return self.workers[worker].process
+
+    def live_workers(self) -> list[int]:
+        return [w.index for w in self.workers if not w.process.dead]
+
+    def crash(self, worker: int) -> None:
+        process = self.workers[worker].process
+        process.crash()
+        self.recorder.crashed(f"w{worker}")
+
+    def replace(self, fault: Fault) -> None:
+        """A crashed process's successor: a new process, which saw nothing before."""
+        if self.sim.loop.time() < self.end - 1.0:
+            worker = self.start_worker()
+            self.nemesis.cut_newcomer(worker.index)
+
+    def close_redlock(self, worker: int) -> None:
+        mixed = self.workers[worker].mixed
+        if mixed is not None and not self.workers[worker].process.dead:
+            mixed.close_redlock()
+
+    def counted_by_all(self, node: int) -> bool:
+        """Whether every live process's Redlock counts ``node``'s votes now
+        (a paused one has not noticed anything: not yet)."""
+        for worker in self.workers:
+            if worker.process.dead or worker.mixed is None:
+                continue
+            if self.sim.loop._frozen.get(worker.process) is not None:
+                return False
+            if node in kept_out(worker.mixed.redlock, worker.process._monotonic()):
+                return False
+        return True
+
+    def record_fault(self, what: str, fault: Fault) -> None:
+        self.recorder.add("nemesis", what, fault.kind, detail=fault.detail())
+
+    # -- the run -----------------------------------------------------------
+
+    async def main(self) -> None:
+        loop = self.sim.loop
+        self.recorder.add("sim", "nodes", "cluster", value=len(self.sim.servers))
+        for _ in range(self.rng.randint(3, 5)):
+            self.start_worker()
+        nemesis = asyncio.ensure_future(self.nemesis.run(self.faults_end))
+        sampler = asyncio.ensure_future(self.sample()) if self.observe else None
+        await asyncio.sleep(self.end - loop.time())
+        await nemesis
+        mains = [w.main for w in self.workers if w.main is not None and not w.process.dead]
+        if mains:
+            await asyncio.wait(mains, timeout=120)
+        if sampler is not None:
+            sampler.cancel()
+        await asyncio.sleep(self.bound)
+        self.keys_left()
+        self.recorder.add("sim", "read", "read", key="k", value=self.resource.counter)
+
+    def keys_left(self) -> None:
+        found: list[tuple[int, str, str, int]] = []
+        for index, node in enumerate(self.nodes):
+            if self.sim.servers[index].stopped:
+                continue
+            now = node.clock()
+            db = node.dbs[0]
+            for key in sorted(db.live_keys(now)):
+                if b"~epoch" in key or key.endswith((b":fence", b":rwfence")):
+                    continue
+                value = db.data[key]
+                token = value.decode(errors="replace") if isinstance(value, bytes) else ""
+                at = db.expires.get(key)
+                pttl = -1 if at is None else at - now
+                found.append((index, key.decode(errors="replace"), token, pttl))
+        self.recorder.add("sim", "keys", "left", value=len(found), detail="")
+        for index, key, token, pttl in found:
+            self.recorder.add("sim", "key", "left", key=key, token=token,
+                              detail=f"node {index} pttl {pttl} ms")  # fmt: skip
+
+    async def sample(self, every: float = 0.1) -> None:
+        """``out``/``in`` events when a process's Redlock stops or starts
+        counting a node (its view, its restart watch)."""
+        was: dict[int, dict[int, str]] = {}
+        while True:
+            for worker in self.workers:
+                if worker.process.dead or worker.mixed is None:
+                    continue
+                now = kept_out(worker.mixed.redlock, worker.process._monotonic())
+                before = was.get(worker.index, {})
+                for node in sorted(set(now) | set(before)):
+                    if node in now and node not in before:
+                        self.recorder.add(f"w{worker.index}", "out", "node", key=str(node),
+                                          detail=now[node])  # fmt: skip
+                    elif node in before and node not in now:
+                        self.recorder.add(f"w{worker.index}", "in", "node", key=str(node))
+                was[worker.index] = now
+            await asyncio.sleep(every)
+
+
+def kept_out(redlock: Redlock, now: float) -> dict[int, str]:
+    """The nodes whose yes votes ``redlock`` does not count at its clock's ``now``,
+    and why: out of its view (``view``), or quarantined or held (``watch``).
+    Empty before its first census (it has counted nothing yet)."""
+    engine = redlock._core
+    epochs = engine.epochs
+    if not epochs.ready:
+        return {}
+    out: dict[int, str] = {}
+    watches = engine._quorum.watches
+    for index, epoch in enumerate(epochs.ids):
+        if epoch is None:
+            out[index] = "view"
+        elif watches is not None:
+            watch = watches[index]
+            if watch is not None and watch.until > now:
+                out[index] = "watch"
+    return out
+
+
+def simulate(
+    seed: int, kinds: Sequence[str], *, observe: bool = False, minutes: float = 2.0
+) -> Outcome:
+    """Run seed ``seed``'s deployment; its history and figures."""
+    dep = Deployment(seed, kinds, observe=observe, minutes=minutes)
+    sim = dep.sim
+    try:
+        sim.run(dep.main())
+        errors = [str(error.get("message", error)) for error in sim.loop.errors]
+    finally:
+        sim.close()
+    events = dep.recorder.events
+    grants = len({(e.process, e.token) for e in events if e.kind == "ok" and e.op in ACQUIRE_OPS})
+    return Outcome(
+        seed=seed,
+        events=events,
+        nodes=len(sim.servers),
+        grants=grants,
+        faults=dict(dep.nemesis.counts),
+        refused=dep.nemesis.refused,
+        simulated=dep.end - sim.start,
+        ttls=[w.ttl for w in dep.workers],
+        errors=errors,
+    )

@@ -1,0 +1,107 @@
+"""The checkers a deployment's history is judged by: the fault tier's, and ours.
+
+The fault tier's checkers (``tests/faults/checkers.py``, ``bounds.py``) are
+called as they are, on the same :class:`~tests.faults.history.Event`
+history, so the simulation and the fault tier judge alike. Only the names of
+fault kinds the fault tier does not have are translated for its health
+rules (:func:`fault_tier_view`): a node that lost its data in any way is, to
+them, a ``restart-node-empty`` (its quarantine lasts as long).
+
+The liveness checkers of the restart rule's next version (``liveness.py``)
+are pending (issue 40): run with ``pending``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+from ..faults.checkers import (
+    adopt_scope,
+    call_bounds,
+    cancel_safety,
+    fencing_order,
+    holder_told,
+    mutual_exclusion,
+    no_keys_left,
+    no_lost_updates,
+    prompt_grants,
+    rw_exclusion,
+    semaphore_limit,
+    waits_only_for_its_names,
+)
+from ..faults.history import Event
+from ..faults.verdict import Verdict
+from .deploy import LONGEST_TTL
+from .faults import KINDS
+from .liveness import free_name_granted, held_lock_kept, never_kept_out
+
+__all__ = ["CHECKERS", "PENDING_CHECKERS", "fault_tier_view", "judge"]
+
+NODE_TIMEOUT = 0.05  # the library's defaults, which every process uses
+RETRY = 0.2 + 0.2  # retry_delay + retry_jitter
+LIMIT = 3  # the semaphore's (deploy.py)
+
+Checker = Callable[[Sequence[Event]], Verdict]
+
+
+def fault_tier_view(events: Sequence[Event]) -> list[Event]:
+    """The history with every data-losing or restarting fault named as the fault
+    tier names its own (its health rules key on the name)."""
+    out: list[Event] = []
+    for event in events:
+        kind = KINDS.get(event.op) if event.process == "nemesis" else None
+        if kind is not None and (kind.loses_data or kind.restarts):
+            event = dataclasses.replace(event, op="restart-node-empty")
+        out.append(event)
+    return out
+
+
+def _no_stray_tasks(events: Sequence[Event]) -> Verdict:
+    done = [e for e in events if e.kind == "done"]
+    stray = {e.process: e.value for e in done if e.value}
+    return Verdict(
+        "no_stray_tasks",
+        not stray,
+        [f"{p}: {n} tasks still running after its Redlocks were closed" for p, n in stray.items()],
+        {"processes_done": len(done)},
+    )
+
+
+def _prompt(events: Sequence[Event]) -> Verdict:
+    return prompt_grants(fault_tier_view(events), retry=RETRY, ttl=LONGEST_TTL)
+
+
+def _waits(events: Sequence[Event]) -> Verdict:
+    return waits_only_for_its_names(fault_tier_view(events), retry=RETRY, ttl=LONGEST_TTL)
+
+
+CHECKERS: dict[str, Checker] = {
+    "mutual_exclusion": lambda events: mutual_exclusion(events, ("acquire",)),
+    "rw_exclusion": rw_exclusion,
+    "semaphore_limit": lambda events: semaphore_limit(events, LIMIT),
+    "fencing_order": fencing_order,
+    "no_lost_updates": no_lost_updates,
+    "no_keys_left": no_keys_left,
+    "holder_told": lambda events: holder_told(events, bound=LONGEST_TTL + 0.3),
+    "cancel_safety": cancel_safety,
+    "adopt_scope": adopt_scope,
+    "call_bounds": lambda events: call_bounds(events, node_timeout=NODE_TIMEOUT),
+    "prompt_grants": _prompt,
+    "waits_only_for_its_names": _waits,
+    "no_stray_tasks": _no_stray_tasks,
+}
+"""The checkers the code as it stands is expected to pass."""
+
+PENDING_CHECKERS: dict[str, Checker] = {
+    "never_kept_out": lambda events: never_kept_out(events, ttl=LONGEST_TTL),
+    "held_lock_kept": held_lock_kept,
+    "free_name_granted": lambda events: free_name_granted(events, retry=RETRY, ttl=LONGEST_TTL),
+}
+"""The restart rule's liveness, awaiting its next version (issue 40)."""
+
+
+def judge(events: Sequence[Event], *, pending: bool = False) -> list[Verdict]:
+    """Every checker's verdict on ``events`` (the pending ones too, with ``pending``)."""
+    chosen = {**CHECKERS, **(PENDING_CHECKERS if pending else {})}
+    return [check(events) for check in chosen.values()]
