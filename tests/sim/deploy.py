@@ -30,7 +30,7 @@ from redlock_async import Redlock
 
 from ..faults.history import ACQUIRE_OPS, Event
 from .faults import Fault
-from .mixed import SIM_MIX, Board, Recorder, Resource, SimMixed, start_mixed
+from .mixed import COUNTERS, SIM_MIX, Board, Recorder, Resource, SimMixed, start_mixed
 from .nemesis import Nemesis
 from .node import Clock, SimNode
 from .process import SimProcess
@@ -74,13 +74,20 @@ class Deployment:
     """The cluster, its processes and its nemesis for one seed (see the module docstring)."""
 
     def __init__(
-        self, seed: int, kinds: Sequence[str], *, observe: bool = False, minutes: float = 2.0
+        self,
+        seed: int,
+        kinds: Sequence[str],
+        *,
+        observe: bool = False,
+        minutes: float = 2.0,
+        trace: bool = False,
     ) -> None:
         self.seed = seed
         rng = self.rng = random.Random(f"deploy:{seed}")
         self.clocks: list[Clock] = []
         self.nodes: list[SimNode] = []
-        self.sim = Simulation(seed, nodes=rng.choice((3, 3, 5)), make_node=self._make_node)
+        self.sim = Simulation(seed, nodes=rng.choice((3, 3, 3, 3, 5)), make_node=self._make_node)
+        self.sim.net.tracing = trace
         self.sim_context = contextvars.Context()  # no process's: the nemesis's timers
         self.recorder = Recorder(self.sim)
         self.board = Board(self.sim)
@@ -183,7 +190,9 @@ class Deployment:
             sampler.cancel()
         await asyncio.sleep(self.bound)
         self.keys_left()
-        self.recorder.add("sim", "read", "read", key="k", value=self.resource.counter)
+        for name in COUNTERS:
+            value = self.resource.counters.get(name, 0)
+            self.recorder.add("sim", "read", "read", key=name, value=value)
 
     def keys_left(self) -> None:
         found: list[tuple[int, str, str, int]] = []

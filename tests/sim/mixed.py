@@ -119,12 +119,12 @@ def _holds(node: Any, token: bytes) -> bool:
 
 
 class Resource:
-    """What the locks protect, inside the simulation: a counter and a fenced register."""
+    """What the locks protect, inside the simulation: counters and fenced registers, by name."""
 
     def __init__(self) -> None:
-        self.counter = 0
-        self.top_fence = -1
-        self.accepted = 0
+        self.counters: dict[str, int] = {}
+        self.top_fence: dict[str, int] = {}
+        self.accepted: dict[str, int] = {}
 
 
 class Board:
@@ -259,49 +259,51 @@ class SimMixed(Mixed):
     # -- the protected resource --------------------------------------------
 
     async def counter(self) -> None:
-        """A read, a gap, a write of the counter under a plain lock on ``k``.
+        """A read, a gap, a write of a counter under a plain lock on its name.
 
         The write is made only if the lock is still held, with no await
         between that check and it: a careful holder, whom a pause cannot
         catch between the two. A validity that lies shows as a lost update.
         """
         rng = self.rng
-        lock = self.redlock.lock("k", ttl=self.ttl, auto_extend=False)
-        if not await self.take(lock, "lock", "k", self.timeout(0.3, 2.0)):
+        name = rng.choice(COUNTERS)
+        lock = self.redlock.lock(name, ttl=self.ttl, auto_extend=False)
+        if not await self.take(lock, "lock", name, self.timeout(0.3, 2.0)):
             return
-        token = self.granted(lock, "lock", "k", renewed=False)
-        resource = self.resource
+        token = self.granted(lock, "lock", name, renewed=False)
+        counters = self.resource.counters
         if lock.held:
-            value = resource.counter
+            value = counters.get(name, 0)
             await asyncio.sleep(rng.uniform(0.001, 0.003))
             if lock.held:
-                resource.counter = value + 1
-                self.record("ok", "increment", key="k", token=token, value=value + 1)
-        if await self.hold(lock, "lock", "k", token, rng.uniform(0.0, 0.02)):
-            await self.release(lock, "lock", "k", token)
+                counters[name] = value + 1
+                self.record("ok", "increment", key=name, token=token, value=value + 1)
+        if await self.hold(lock, "lock", name, token, rng.uniform(0.0, 0.02)):
+            await self.release(lock, "lock", name, token)
 
     async def fenced(self) -> None:
-        """A fenced write to the register under a fencing lock on ``f``: the
+        """A fenced write to a register under a fencing lock on its name: the
         resource refuses a fence below the highest it accepted."""
         rng = self.rng
+        name = rng.choice(FENCED)
         ttl = self.mix.get("fenced_ttl", self.ttl)  # long: a key an acquire leaks outlives the run
-        lock = self.redlock.lock("f", ttl=ttl, auto_extend=False, fencing=True)
-        if not await self.take(lock, "lock", "f", self.timeout(0.3, 2.0)):
+        lock = self.redlock.lock(name, ttl=ttl, auto_extend=False, fencing=True)
+        if not await self.take(lock, "lock", name, self.timeout(0.3, 2.0)):
             return
-        token = self.granted(lock, "lock", "f", renewed=False)
+        token = self.granted(lock, "lock", name, renewed=False)
         fence = lock.fencing_token
         await asyncio.sleep(rng.uniform(0.001, 0.003))  # preparing the write
         if fence is not None:
             resource = self.resource
-            if fence < resource.top_fence:
-                self.record("fail", "fenced-write", key="f", token=token, fence=fence)
+            if fence < resource.top_fence.get(name, -1):
+                self.record("fail", "fenced-write", key=name, token=token, fence=fence)
             else:
-                resource.top_fence = fence
-                resource.accepted += 1
-                self.record("ok", "fenced-write", key="f", token=token, fence=fence,
-                            value=resource.accepted)  # fmt: skip
-        if await self.hold(lock, "lock", "f", token, rng.uniform(0.0, 0.02)):
-            await self.release(lock, "lock", "f", token)
+                resource.top_fence[name] = fence
+                accepted = resource.accepted[name] = resource.accepted.get(name, 0) + 1
+                self.record("ok", "fenced-write", key=name, token=token, fence=fence,
+                            value=accepted)  # fmt: skip
+        if await self.hold(lock, "lock", name, token, rng.uniform(0.0, 0.02)):
+            await self.release(lock, "lock", name, token)
 
     # -- the nemesis's requests --------------------------------------------
 
@@ -331,10 +333,19 @@ class SimMixed(Mixed):
             await asyncio.gather(*runs, *self.closing, return_exceptions=True)
 
 
+COUNTERS = ("k0", "k1", "k2")
+"""The counters' names (each its own lock): shared by every process, few enough to contend."""
+
+FENCED = ("f0", "f1", "f2")
+"""The fenced registers' names."""
+
 SIM_MIX: dict[str, Any] = {
     # Only mix workers; no ticker, no hoard (the release burst needs a real
     # node's 65,536 commands in flight to mean anything).
     "roles": [],
+    # Fewer semaphore waiters than the fault tier's 20 (for its limit of 8):
+    # with the limit of 3 here, as many failed attempts as grants otherwise.
+    "sem_tasks": 6,
     "counter_tasks": 1,
     "fenced_tasks": 1,
 }

@@ -192,6 +192,7 @@ class Network:
         self.links: dict[int, Link] = {}
         self._ids = 0
         self.trace: list[str] = []  # every command a node ran, with its time and reply
+        self.tracing = True  # False: no trace (a long run's history is kept elsewhere)
         self.connects = 0
 
     # The layout.
@@ -208,6 +209,8 @@ class Network:
         return found
 
     def record(self, server: Server, link: Link, args: list[bytes], reply: Any) -> None:
+        if not self.tracing:
+            return
         words = b" ".join(
             arg if len(arg) <= 80 else arg[:40] + b"...(%d)" % len(arg) for arg in args
         )
