@@ -427,7 +427,10 @@ class _Resources:
                 if held >= limits[res] and step < 0:
                     full.append((since, when))
                 held += step
-                if held >= limits[res] and step > 0:
+                # Full from when the count reached the limit, not from a later
+                # grant above it (occupancy is conservative: a lost holder's
+                # keys count until they may have expired).
+                if held == limits[res] and step > 0:
                     since = when
             self.full[res] = Intervals(full)
 

@@ -800,6 +800,21 @@ def test_prompt_grants_names_a_semaphore_slot_left_free_while_waiters_wait() -> 
     assert "no rival waiter (bound 0.700 s" in violation
 
 
+def test_prompt_grants_holds_a_semaphore_full_from_when_it_filled() -> None:
+    # Limit 2, full from 0.5; a third grant at 1.0 (a lost holder's keys still
+    # count) does not move when it filled: no slot was free while w0 waited.
+    history = [
+        hold(0.5, "w0", "s1", "sem", "s", limit=2),
+        hold(0.5, "w0", "s2", "sem", "s", limit=2),
+        call(0.6, "w0", 1, "sem", "s", 3.0),
+        hold(1.8, "w1", "s3", "sem", "s", limit=2),
+        free(3.0, "w0", "s1", "sem", "s"),
+        returned(3.6, "w0", 1, "sem", "s", "false"),
+    ]
+    verdict = prompt_grants(history, retry=0.4)
+    assert verdict.ok, verdict
+
+
 def test_prompt_grants_gives_colliding_lines_more_time() -> None:
     # Two processes wait for b: their attempts can split the votes, and both
     # retry after their delay - 1.0 s of a free b is within 3 x 0.4 + 0.3.

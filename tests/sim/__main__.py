@@ -79,20 +79,20 @@ def _run(args: argparse.Namespace) -> int:
             for line in lines if args.replay else lines[-12:]:
                 print(f"    {line}")
             print(f"    replay: python -m tests.sim run --seed {violation['seed']} --grants 1"
-                  f" --json replay.json --replay{flags}")  # fmt: skip
+                  f" --json replay.json --replay --minutes {args.minutes:g}{flags}")  # fmt: skip
 
     if args.replay:
         from .runner import Report, _worker_init
 
         _worker_init(args.mutant)
         started = time.monotonic()
-        result = run_seed(args.seed, pending=args.pending)
+        result = run_seed(args.seed, pending=args.pending, minutes=args.minutes)
         show(result, result.grants, time.monotonic() - started)
         report = Report(args.seed, [result], time.monotonic() - started)
     else:
         report = run(args.seed, args.grants, workers=args.workers, mutant=args.mutant,
                      stop_at_first=args.stop_at_first, pending=args.pending,
-                     progress=show)  # fmt: skip
+                     minutes=args.minutes, progress=show)  # fmt: skip
     figures = report.as_json()
     Path(args.json).write_text(json.dumps(figures, indent=1) + "\n")
     print(f"{len(figures['seeds'])} seeds, {figures['grants']} grants, {figures['faults']} faults"
@@ -132,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--pending", action="store_true",
                      help="add the checkers and fault kinds awaiting a fix")  # fmt: skip
     run.add_argument("--replay", action="store_true", help="seed --seed alone, traces in full")
+    run.add_argument("--minutes", type=float, default=2.0,
+                     help="each deployment's faulted part, in simulated minutes (default 2)")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress per seed")
     run.set_defaults(handler=_run)
     commands.add_parser("mutants", help="the planted bugs' names").set_defaults(handler=_mutants)

@@ -144,6 +144,7 @@ class Deployment:
     def crash(self, worker: int) -> None:
         process = self.workers[worker].process
         process.crash()
+        self.nemesis.end_pauses(worker)
         self.recorder.crashed(f"w{worker}")
 
     def replace(self, fault: Fault) -> None:

@@ -68,6 +68,14 @@ def _no_stray_tasks(events: Sequence[Event]) -> Verdict:
     )
 
 
+def _returned(events: Sequence[Event]) -> list[Event]:
+    """The history without the calls a crash ended: they never returned, so
+    no bound of theirs can be judged (the fault tier's workers never crash)."""
+    crashed = {(e.process, e.value) for e in events if e.kind == "return" and e.detail == "crashed"}
+    return [e for e in events if e.kind not in ("call", "return") or (e.process, e.value)
+            not in crashed]  # fmt: skip
+
+
 def _prompt(events: Sequence[Event]) -> Verdict:
     return prompt_grants(fault_tier_view(events), retry=RETRY, ttl=LONGEST_TTL)
 
@@ -86,7 +94,7 @@ CHECKERS: dict[str, Checker] = {
     "holder_told": lambda events: holder_told(events, bound=LONGEST_TTL + 0.3),
     "cancel_safety": cancel_safety,
     "adopt_scope": adopt_scope,
-    "call_bounds": lambda events: call_bounds(events, node_timeout=NODE_TIMEOUT),
+    "call_bounds": lambda events: call_bounds(_returned(events), node_timeout=NODE_TIMEOUT),
     "prompt_grants": _prompt,
     "waits_only_for_its_names": _waits,
     "no_stray_tasks": _no_stray_tasks,

@@ -48,7 +48,7 @@ class Nemesis:
     """Draws and applies faults on one deployment (see the module docstring)."""
 
     def __init__(
-        self, dep: Deployment, rng: random.Random, kinds: Sequence[str], *, every: float = 2.5
+        self, dep: Deployment, rng: random.Random, kinds: Sequence[str], *, every: float = 0.3
     ) -> None:
         self.dep = dep
         self.rng = rng
@@ -133,7 +133,7 @@ class Nemesis:
             timer.cancel()
             self._heal(self.active[ident][0], heal)
 
-    def draw(self, tries: int = 3) -> Fault | None:
+    def draw(self, tries: int = 5) -> Fault | None:
         for _ in range(tries):
             kind = KINDS[self.rng.choice(self.kinds)]
             fault = self.shape(kind)
@@ -177,22 +177,22 @@ class Nemesis:
         elif name == "evict":
             amount = rng.randint(1, 5)
         elif name in ("pause-node", "pause-worker"):
-            duration = rng.uniform(0.05, 3.0)
+            duration = rng.uniform(0.05, 2.0)
         elif name == "slow-node":
-            duration, amount = rng.uniform(1.0, 5.0), rng.uniform(0.002, 0.03)
+            duration, amount = rng.uniform(0.5, 3.0), rng.uniform(0.002, 0.03)
         elif name == "node-drift":
             rate = rng.uniform(0.1, 0.9) * DRIFT_FACTOR  # within the documented factor
-            duration, amount = rng.uniform(5.0, 30.0), 1.0 + rng.choice((-rate, rate))
+            duration, amount = rng.uniform(2.0, 15.0), 1.0 + rng.choice((-rate, rate))
         elif name == "delay":
-            duration, amount = rng.uniform(1.0, 5.0), rng.uniform(0.001, 0.015)
+            duration, amount = rng.uniform(0.5, 3.0), rng.uniform(0.001, 0.015)
         elif name == "stall":
             duration, hit_workers = rng.uniform(0.05, 1.0), hit_workers[:1]
         elif name in ("blackhole", "refuse", "drop-replies"):
-            duration = rng.uniform(0.3, 3.0)
+            duration = rng.uniform(0.2, 2.0)
         elif name.startswith("partition"):
-            duration = rng.uniform(0.5, 5.0)
+            duration = rng.uniform(0.3, 3.0)
         elif name == "crash-process":
-            duration = rng.uniform(0.0, 10.0)  # until its replacement starts
+            duration = rng.uniform(0.0, 5.0)  # until its replacement starts
         elif name == "wall-step":
             amount = rng.choice((-1.0, 1.0)) * rng.uniform(1.0, 3600.0)
         now = self.dep.sim.loop.time()
@@ -221,6 +221,16 @@ class Nemesis:
         self.active.pop(fault.id, None)
         heal()
         self.dep.record_fault("heal", fault)
+
+    def end_pauses(self, worker: int) -> None:
+        """``w<worker>`` crashed: a pause of it ends now (with a heal event, so
+        the fault tier's rules end its claims when the pause began)."""
+        for ident in sorted(self._heals):
+            fault, kind = self.active[ident]
+            if kind.name == "pause-worker" and worker in fault.workers:
+                timer, heal = self._heals[ident]
+                timer.cancel()
+                self._heal(fault, heal)
 
     def cut_newcomer(self, worker: int) -> None:
         """A process starting while some node is out of its reach (the census at
