@@ -146,7 +146,7 @@ class Mixed:
         self.ttl: float = config["ttl"]
         # The clock of every deadline, claim and tick: the host's monotonic
         # one here; the simulation's virtual one there (tests/sim/mixed.py).
-        self.now: Callable[[], float] = config.get("clock", time.monotonic)
+        self.now: Callable[[], float] = config.get("clock") or time.monotonic
         self.started = self.now()
         self.deadline = self.started + config["duration"]
         # The nemesis's clock: burst_at counts from it, so bursts meet the faults.

@@ -119,8 +119,11 @@ def _pending(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.sim", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.sim",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="simulated deployments from seeds, judged")
     run.add_argument("--seed", type=int, required=True, help="the first seed")
@@ -132,8 +135,12 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--pending", action="store_true",
                      help="add the checkers and fault kinds awaiting a fix")  # fmt: skip
     run.add_argument("--replay", action="store_true", help="seed --seed alone, traces in full")
-    run.add_argument("--minutes", type=float, default=2.0,
-                     help="each deployment's faulted part, in simulated minutes (default 2)")
+    run.add_argument(
+        "--minutes",
+        type=float,
+        default=2.0,
+        help="each deployment's faulted part, in simulated minutes (default 2)",
+    )
     run.add_argument("-q", "--quiet", action="store_true", help="no progress per seed")
     run.set_defaults(handler=_run)
     commands.add_parser("mutants", help="the planted bugs' names").set_defaults(handler=_mutants)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from redlock_async import Redlock
+from redlock_async._engine._epochs import Epochs
 
 from ..faults.history import ACQUIRE_OPS, Event
 from .faults import Fault
@@ -211,8 +212,8 @@ class Deployment:
                 pttl = -1 if at is None else at - now
                 found.append((index, key.decode(errors="replace"), token, pttl))
         self.recorder.add("sim", "keys", "left", value=len(found), detail="")
-        for index, key, token, pttl in found:
-            self.recorder.add("sim", "key", "left", key=key, token=token,
+        for index, name, token, pttl in found:
+            self.recorder.add("sim", "key", "left", key=name, token=token,
                               detail=f"node {index} pttl {pttl} ms")  # fmt: skip
 
     async def sample(self, every: float = 0.1) -> None:
@@ -241,7 +242,7 @@ def kept_out(redlock: Redlock, now: float) -> dict[int, str]:
     Empty before its first census (it has counted nothing yet)."""
     engine = redlock._core
     epochs = engine.epochs
-    if not epochs.ready:
+    if not isinstance(epochs, Epochs) or not epochs.ready:  # a cluster's slots: not sampled
         return {}
     out: dict[int, str] = {}
     watches = engine._quorum.watches

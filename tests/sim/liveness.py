@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from redlock_async._engine._restarts import MIN_QUARANTINE
 
-from ..faults.bounds import ACQUIRES, Intervals, _gaps, _occupancy, _Resources, calls
+from ..faults.bounds import Intervals, _gaps, _occupancy, _Resources, calls
 from ..faults.history import Event
 from ..faults.verdict import Verdict
 from .faults import KINDS
@@ -240,7 +240,7 @@ def held_lock_kept(events: Sequence[Event], *, slack: float = 0.0) -> Verdict:
         elif event.kind == "aclose":
             closed[event.process].append(event.time)
     violations: list[str] = []
-    losses = [e for e in history if e.kind == "lost" and (m := _HELD_ON.search(e.detail))]
+    losses = [e for e in history if e.kind == "lost" and _HELD_ON.search(e.detail)]
     for loss in losses:
         match = _HELD_ON.search(loss.detail)
         assert match is not None
@@ -274,7 +274,7 @@ def free_name_granted(
     log = FaultLog(history)
     found = calls(history)
     resources = _Resources(_occupancy(history), found)
-    waiters = [c for c in found if c.op == "lock" and 0 < c.timeout and c.op in ACQUIRES]
+    waiters = [c for c in found if c.op == "lock" and c.timeout > 0]
     bound = 2 * retry + slack
     sick: dict[str, Intervals] = {}
     violations: list[tuple[float, str]] = []
@@ -294,4 +294,3 @@ def free_name_granted(
     counts = {"waiters": len(waiters), "idle_waits": len(messages)}
     return Verdict("free_name_granted", not messages, messages, counts,
                    {"longest_free_s": round(longest, 3)})  # fmt: skip
-

@@ -322,8 +322,11 @@ class SimMixed(Mixed):
 
     async def main(self) -> None:
         mix = self.mix
-        extra = [self.adopting(), *(self.looping(self.counter) for _ in range(mix["counter_tasks"])),
-                 *(self.looping(self.fenced) for _ in range(mix["fenced_tasks"]))]  # fmt: skip
+        extra = [
+            self.adopting(),
+            *(self.looping(self.counter) for _ in range(mix["counter_tasks"])),
+            *(self.looping(self.fenced) for _ in range(mix["fenced_tasks"])),
+        ]
         runs = [asyncio.ensure_future(work) for work in extra]
         try:
             await super().main()
@@ -369,4 +372,3 @@ async def start_mixed(
     me = asyncio.current_task()
     stray = [task for task in process.tasks if task is not me and not task.done()]
     mixed.record("done", "worker", value=len(stray))
-

@@ -112,9 +112,9 @@ class Nemesis:
                 continue
             if kind.scope == "node" and other_kind.scope == "node":
                 return True
-            if kind.scope == "path" and other_kind.scope == "path":
-                if set(fault.workers) & set(other.workers):
-                    return True
+            paths = kind.scope == "path" and other_kind.scope == "path"
+            if paths and set(fault.workers) & set(other.workers):
+                return True
         return any(self.dep.sim.servers[n].stopped for n in fault.nodes)
 
     # -- drawing -----------------------------------------------------------

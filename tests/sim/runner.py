@@ -16,7 +16,7 @@ import multiprocessing
 import re
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -162,7 +162,7 @@ def _one(args: tuple[int, bool, float]) -> SeedResult:
 
 def _results(
     seed: int, workers: int, mutant: str | None, pending: bool, minutes: float
-) -> Iterator[SeedResult]:
+) -> Generator[SeedResult, None, None]:
     """Each seed's result from ``seed`` on, in seed order, for as long as asked."""
     if workers <= 1:
         _worker_init(mutant)

@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,7 +54,7 @@ def test_the_simulated_node_agrees_with_redis_server() -> None:
     assert report.steps == 1500
 
 
-def cli(*args: str, timeout: float = 600) -> tuple[int, dict[str, object], str]:
+def cli(*args: str, timeout: float = 600) -> tuple[int, dict[str, Any], str]:
     out = Path(f"/tmp/sim-{os.getpid()}-{abs(hash(args))}.json")
     done = subprocess.run(
         [sys.executable, "-m", "tests.sim", "run", "--json", str(out), "-q", *args],
@@ -78,20 +79,21 @@ def test_a_planted_bug_is_caught(mutant: str) -> None:
     code, figures, output = cli("--seed", "1", "--grants", "20000", "--minutes", "0.25",
                                 "--stop-at-first", "--mutant", mutant)  # fmt: skip
     assert code == 1, output
-    checkers = {v["checker"] for v in figures["violations"]}  # type: ignore[union-attr]
+    checkers = {v["checker"] for v in figures["violations"]}
     assert FAST_MUTANTS[mutant] in checkers, output
 
 
 @pytest.mark.skipif(not FULL, reason="the long sweep: REDLOCK_CI_FULL=1")
-@pytest.mark.timeout(1800)
+@pytest.mark.timeout(3000)
 def test_the_long_sweep_finds_no_violation_on_any_number_of_workers() -> None:
     code, two, output = cli("--seed", "5000", "--grants", "100000", "--workers", "2",
                             timeout=1500)  # fmt: skip
     assert code == 0, output
-    assert two["grants"] >= 100_000  # type: ignore[operator]
-    code, one, output = cli("--seed", "5000", "--grants", "20000", "--workers", "1")
+    assert two["grants"] >= 100_000
+    # Each seed's history is its own: one worker simulates the same seeds,
+    # in the same order, to the same histories.
+    code, one, output = cli("--seed", "5000", "--grants", "100000", "--workers", "1",
+                            timeout=1500)  # fmt: skip
     assert code == 0, output
-    shared = [s for s in one["seeds"] if s in two["seeds"]]  # type: ignore[union-attr]
-    assert shared == one["seeds"]  # the same seeds, in the same order
-    if one["seeds"] == two["seeds"]:
-        assert one["history_sha256"] == two["history_sha256"]
+    assert one["seeds"] == two["seeds"]
+    assert one["history_sha256"] == two["history_sha256"]
