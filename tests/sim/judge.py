@@ -76,12 +76,22 @@ def _returned(events: Sequence[Event]) -> list[Event]:
             not in crashed]  # fmt: skip
 
 
+# After a heal, a process counts on the node again within its reconnection
+# backoff (about the outage, 2 s at most) and a second: the fault tier's
+# faults are short (1 s after the heal there); the nemesis's last longer.
+AFTER_HEAL = 3.0
+
+
 def _prompt(events: Sequence[Event]) -> Verdict:
-    return prompt_grants(fault_tier_view(events), retry=RETRY, ttl=LONGEST_TTL)
+    return prompt_grants(
+        fault_tier_view(events), retry=RETRY, ttl=LONGEST_TTL, after_heal=AFTER_HEAL
+    )
 
 
 def _waits(events: Sequence[Event]) -> Verdict:
-    return waits_only_for_its_names(fault_tier_view(events), retry=RETRY, ttl=LONGEST_TTL)
+    return waits_only_for_its_names(
+        fault_tier_view(events), retry=RETRY, ttl=LONGEST_TTL, after_heal=AFTER_HEAL
+    )
 
 
 CHECKERS: dict[str, Checker] = {

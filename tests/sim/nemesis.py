@@ -48,7 +48,7 @@ class Nemesis:
     """Draws and applies faults on one deployment (see the module docstring)."""
 
     def __init__(
-        self, dep: Deployment, rng: random.Random, kinds: Sequence[str], *, every: float = 0.3
+        self, dep: Deployment, rng: random.Random, kinds: Sequence[str], *, every: float = 0.5
     ) -> None:
         self.dep = dep
         self.rng = rng
