@@ -125,6 +125,7 @@ class Deployment:
             "limit": 3,
             "cancel_share": 0.1,
             "clock": self.sim.loop.time,
+            "direct_urls": self.sim.urls,
             "mix": {**SIM_MIX, "fenced_ttl": LONGEST_TTL},
         }
 

@@ -82,6 +82,21 @@ def _returned(events: Sequence[Event]) -> list[Event]:
 AFTER_HEAL = 3.0
 
 
+def writer_starvation(events: Sequence[Event], res: str = "r2") -> Verdict:
+    """A writer is not starved by a steady stream of readers (API.md): of the
+    write acquires on ``res`` that ended granted or out of time, at least half
+    were granted (the fault tier's rule, on the mixed workload's calls)."""
+    done = [e for e in events if e.kind == "return" and e.op == "write" and e.key == res]
+    tried = [e for e in done if e.detail in ("ok", "false")]
+    granted = sum(e.detail == "ok" for e in tried)
+    violations = []
+    if len(tried) >= 4 and granted < len(tried) / 2:
+        violations.append(f"{granted} of {len(tried)} write acquires on {res!r} granted:"
+                          " writers starved by readers")  # fmt: skip
+    counts = {"write_attempts": len(tried), "writes_granted": granted}
+    return Verdict("writer_starvation", not violations, violations, counts)
+
+
 def _prompt(events: Sequence[Event]) -> Verdict:
     return prompt_grants(
         fault_tier_view(events), retry=RETRY, ttl=LONGEST_TTL, after_heal=AFTER_HEAL
@@ -108,6 +123,7 @@ CHECKERS: dict[str, Checker] = {
     "prompt_grants": _prompt,
     "waits_only_for_its_names": _waits,
     "no_stray_tasks": _no_stray_tasks,
+    "writer_starvation": writer_starvation,
 }
 """The checkers the code as it stands is expected to pass."""
 

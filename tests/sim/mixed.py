@@ -271,13 +271,20 @@ class SimMixed(Mixed):
         if not await self.take(lock, "lock", name, self.timeout(0.3, 2.0)):
             return
         token = self.granted(lock, "lock", name, renewed=False)
+        # Mostly one increment; sometimes a long job in steps, each only while
+        # the lock says it is held - up to its validity's very end, where a
+        # validity that lies (elapsed time, drift) lets a step land late.
+        steps = 1 if rng.random() < 0.7 else 1000
+        until = self.now() + rng.uniform(0.5, 1.5) * lock.ttl
         counters = self.resource.counters
-        if lock.held:
+        while steps and lock.held and self.now() < until:
+            steps -= 1
             value = counters.get(name, 0)
             await asyncio.sleep(rng.uniform(0.001, 0.003))
-            if lock.held:
-                counters[name] = value + 1
-                self.record("ok", "increment", key=name, token=token, value=value + 1)
+            if not lock.held:
+                break
+            counters[name] = value + 1
+            self.record("ok", "increment", key=name, token=token, value=value + 1)
         if await self.hold(lock, "lock", name, token, rng.uniform(0.0, 0.02)):
             await self.release(lock, "lock", name, token)
 
@@ -305,6 +312,28 @@ class SimMixed(Mixed):
         if await self.hold(lock, "lock", name, token, rng.uniform(0.0, 0.02)):
             await self.release(lock, "lock", name, token)
 
+    async def stream_read(self) -> None:
+        """Readers that overlap one another on ``r2`` (a steady stream: a writer
+        waiting for them must still get in, readers standing back)."""
+        lock = self.redlock.rwlock("r2").read(ttl=self.ttl, auto_extend=False)
+        hold = self.rng.uniform(0.15, 0.4)
+        await self.cycle(lock, "read", "r2", 2.5, lambda _: hold)
+
+    async def stream_write(self) -> None:
+        lock = self.redlock.rwlock("r2").write(ttl=self.ttl, auto_extend=False)
+        await self.cycle(lock, "write", "r2", 2.5, lambda _: 0.05)
+
+    async def hoarding(self) -> None:
+        """Grants on one node, straight, taken over the run and released all in one
+        ``gather`` once it is over (the fault tier's hoard, smaller): each release
+        must reach the node, or its key outlives the run."""
+        straight = await self.hoard()
+        try:
+            await self.release_burst()
+        finally:
+            if straight is not None:
+                await straight.aclose()
+
     # -- the nemesis's requests --------------------------------------------
 
     def close_redlock(self) -> None:
@@ -327,6 +356,13 @@ class SimMixed(Mixed):
             *(self.looping(self.counter) for _ in range(mix["counter_tasks"])),
             *(self.looping(self.fenced) for _ in range(mix["fenced_tasks"])),
         ]
+        if self.index != mix["sem_worker"]:  # holders of the semaphore in every process
+            extra += [self.looping(self.semaphore) for _ in range(mix["sem_others"])]
+        if self.index == mix["hoard_worker"]:
+            extra.append(self.hoarding())
+        if self.index == mix["stream_worker"]:
+            extra += [self.looping(self.stream_read) for _ in range(3)]
+            extra.append(self.looping(self.stream_write))
         runs = [asyncio.ensure_future(work) for work in extra]
         try:
             await super().main()
@@ -349,6 +385,14 @@ SIM_MIX: dict[str, Any] = {
     # Fewer semaphore waiters than the fault tier's 20 (for its limit of 8):
     # with the limit of 3 here, as many failed attempts as grants otherwise.
     "sem_tasks": 6,
+    "sem_others": 2,  # semaphore tasks of each other process
+    "stream_worker": 1,  # the process with a stream of readers and a writer on r2
+    "hoard_worker": 2,  # the process that hoards grants on one node (hoard of them)
+    "hoard": 300,
+    "hoard_node": 0,
+    # Long plain holds (auto-extended) longer than the fault tier's: a grant
+    # outliving a node's restart by seconds, which others must not take.
+    "long_hold": (0.8, 5.0),
     "counter_tasks": 1,
     "fenced_tasks": 1,
 }

@@ -179,7 +179,9 @@ class Nemesis:
         elif name in ("pause-node", "pause-worker"):
             duration = rng.uniform(0.05, 2.0)
         elif name == "slow-node":
-            duration, amount = rng.uniform(0.5, 3.0), rng.uniform(0.002, 0.03)
+            # Slow but steady (under node_timeout a command) or slower, while
+            # commands queue up behind: a backlog answered a bit at a time.
+            duration, amount = rng.uniform(0.5, 5.0), rng.uniform(0.002, 0.045)
         elif name == "node-drift":
             rate = rng.uniform(0.1, 0.9) * DRIFT_FACTOR  # within the documented factor
             duration, amount = rng.uniform(2.0, 15.0), 1.0 + rng.choice((-rate, rate))
