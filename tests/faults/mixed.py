@@ -603,6 +603,11 @@ class Mixed:
             if late >= 0.005:
                 self.record("lag", "loop", value=round(late * 1000))
 
+    def more_tasks(self) -> list[Awaitable[None]]:
+        """What a variant of the workload runs besides (tests/sim/mixed.py): run
+        and waited for like the rest, before the Redlocks close."""
+        return []
+
     async def main(self) -> None:
         mix = self.mix
         tasks: list[Awaitable[None]] = []
@@ -619,6 +624,7 @@ class Mixed:
             if self.index == mix["sem_worker"]:
                 kinds.append((self.semaphore, mix["sem_tasks"]))
             tasks += [self.looping(kind) for kind, n in kinds for _ in range(n)]
+        tasks += self.more_tasks()
         ticker = asyncio.ensure_future(self.ticker())
         straight: Redlock | None = None
         try:

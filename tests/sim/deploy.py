@@ -101,6 +101,7 @@ class Deployment:
         self.observe = observe
         self.nemesis = Nemesis(self, random.Random(f"nemesis:{seed}"), kinds)
         self.errors: list[str] = []
+        self.stalled: dict[int, float] = {}  # worker -> when its stall in an acquire began
 
     def _make_node(self, index: int, true_ms: Callable[[], int]) -> SimNode:
         clock = Clock(true_ms)
@@ -147,6 +148,10 @@ class Deployment:
         process = self.workers[worker].process
         process.crash()
         self.nemesis.end_pauses(worker)
+        began = self.stalled.pop(worker, None)
+        if began is not None:  # stopped since: it could not act from then on
+            now = self.sim.loop.time()
+            self.recorder.add(f"w{worker}", "lag", "loop", value=round((now - began) * 1000))
         self.recorder.crashed(f"w{worker}")
 
     def replace(self, fault: Fault) -> None:
@@ -154,6 +159,29 @@ class Deployment:
         if self.sim.loop.time() < self.end - 1.0:
             worker = self.start_worker()
             self.nemesis.cut_newcomer(worker.index)
+
+    def arm_stall(self, worker: int, fault: Fault) -> None:
+        mixed = self.workers[worker].mixed
+        if mixed is not None and not self.workers[worker].process.dead:
+            mixed.trap = lambda: self.stall(worker, fault)
+
+    def stall(self, worker: int, armed: Fault) -> None:
+        """``w<worker>`` stops now, for the armed fault's duration (a ``lag`` when
+        it resumes, as the fault tier's loops report their stalls)."""
+        loop = self.sim.loop
+        process = self.process(worker)
+        fault = Fault(armed.id, armed.kind, loop.time(), armed.duration, (), (worker,))
+        self.record_fault("fault", fault)
+        self.stalled[worker] = fault.at
+        process.pause()
+
+        def resume() -> None:
+            if self.stalled.pop(worker, None) is not None:
+                process.resume()
+                self.recorder.add(f"w{worker}", "lag", "loop", value=round(fault.duration * 1000))
+                self.record_fault("heal", fault)
+
+        loop.call_later(fault.duration, resume, context=self.sim_context)
 
     def close_redlock(self, worker: int) -> None:
         mixed = self.workers[worker].mixed
@@ -184,8 +212,11 @@ class Deployment:
             self.start_worker()
         nemesis = asyncio.ensure_future(self.nemesis.run(self.faults_end))
         sampler = asyncio.ensure_future(self.sample()) if self.observe else None
-        await asyncio.sleep(self.end - loop.time())
         await nemesis
+        hoarder = self.sim.spawn()  # in the fault-free tail
+        hoard = hoarder.spawn(self.hoard())
+        await asyncio.sleep(self.end - loop.time())
+        await hoard
         mains = [w.main for w in self.workers if w.main is not None and not w.process.dead]
         if mains:
             await asyncio.wait(mains, timeout=120)
@@ -196,6 +227,19 @@ class Deployment:
         for name in COUNTERS:
             value = self.resource.counters.get(name, 0)
             self.recorder.add("sim", "read", "read", key=name, value=value)
+
+    async def hoard(self, count: int = 300) -> None:
+        """Grants on one node (ttl 30 s, longer than the run has left), taken in one
+        ``gather`` and released in one: each release must reach the node, or its
+        key outlives the run (the fault tier's hoard, smaller)."""
+        straight = Redlock(self.sim.urls[:1])
+        locks = [straight.lock(f"hoard:{i}", ttl=30.0, auto_extend=False) for i in range(count)]
+        got = await asyncio.gather(*(lock.acquire(timeout=5.0) for lock in locks),
+                                   return_exceptions=True)  # fmt: skip
+        held = [lock for lock, ok in zip(locks, got, strict=True) if ok is True]
+        await asyncio.sleep(1.0)
+        await asyncio.gather(*(lock.release() for lock in held), return_exceptions=True)
+        await straight.aclose()
 
     def keys_left(self) -> None:
         found: list[tuple[int, str, str, int]] = []

@@ -66,6 +66,7 @@ class Kind:
     restarts: bool = False  # a new server process (a new run_id)
     silences: bool = False  # its nodes are silent (to its workers, for a path fault)
     pending: bool = False  # awaits the restart rule's next version (issue 40)
+    deferred: bool = False  # armed now, happens later: its events are written then
 
 
 # -- nodes ------------------------------------------------------------------
@@ -232,6 +233,14 @@ def _aclose(dep: Deployment, fault: Fault) -> Heal:
     return heal_nothing
 
 
+def _arm_stall(dep: Deployment, fault: Fault) -> Heal:
+    # The process stops right after its next granting fan-out went out (a GC
+    # pause, SIGSTOP): the attempt's replies wait, its elapsed time grows.
+    for worker in fault.workers:
+        dep.arm_stall(worker, fault)
+    return heal_nothing
+
+
 def _wall_step(dep: Deployment, fault: Fault) -> Heal:
     for worker in fault.workers:
         dep.process(worker).step_wall(fault.amount)
@@ -267,6 +276,7 @@ _KINDS = (
     # Processes.
     Kind("crash-process", "process", _crash),
     Kind("pause-worker", "process", _pause_worker),
+    Kind("pause-in-acquire", "process", _arm_stall, deferred=True),
     Kind("aclose", "process", _aclose),
     Kind("wall-step", "process", _wall_step),
 )  # fmt: skip

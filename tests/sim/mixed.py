@@ -21,7 +21,7 @@ Every event goes through a :class:`Recorder` stamped with the loop's time.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from redlock_async import Lock, Redlock, RedlockError
@@ -167,8 +167,22 @@ class SimMixed(Mixed):
         urls = process.sim.urls
         options = config.get("redlock", {})
 
+        self.trap: Callable[[], None] | None = None  # a stall to spring (deploy.py)
+
         def new_redlock(nodes: list[Any] | None) -> Redlock:
-            return _watch_tokens(Redlock(nodes or urls, **options))
+            redlock = _watch_tokens(Redlock(nodes or urls, **options))
+            send = redlock._core.fanout
+
+            def fanout(command: Any, **where: Any) -> Any:
+                tally = send(command, **where)
+                trap = self.trap
+                if trap is not None and command.script.grants:
+                    self.trap = None
+                    trap()
+                return tally
+
+            redlock._core.fanout = fanout
+            return redlock
 
         super().__init__(config, recorder.for_process(config["name"]), new_redlock, _ATTEMPTS)
         self.closing: set[asyncio.Task[None]] = set()
@@ -323,17 +337,6 @@ class SimMixed(Mixed):
         lock = self.redlock.rwlock("r2").write(ttl=self.ttl, auto_extend=False)
         await self.cycle(lock, "write", "r2", 2.5, lambda _: 0.05)
 
-    async def hoarding(self) -> None:
-        """Grants on one node, straight, taken over the run and released all in one
-        ``gather`` once it is over (the fault tier's hoard, smaller): each release
-        must reach the node, or its key outlives the run."""
-        straight = await self.hoard()
-        try:
-            await self.release_burst()
-        finally:
-            if straight is not None:
-                await straight.aclose()
-
     # -- the nemesis's requests --------------------------------------------
 
     def close_redlock(self) -> None:
@@ -349,27 +352,25 @@ class SimMixed(Mixed):
 
     # -- the whole process -------------------------------------------------
 
-    async def main(self) -> None:
+    def more_tasks(self) -> list[Awaitable[None]]:
         mix = self.mix
-        extra = [
+        extra: list[Awaitable[None]] = [
             self.adopting(),
             *(self.looping(self.counter) for _ in range(mix["counter_tasks"])),
             *(self.looping(self.fenced) for _ in range(mix["fenced_tasks"])),
         ]
         if self.index != mix["sem_worker"]:  # holders of the semaphore in every process
             extra += [self.looping(self.semaphore) for _ in range(mix["sem_others"])]
-        if self.index == mix["hoard_worker"]:
-            extra.append(self.hoarding())
         if self.index == mix["stream_worker"]:
             extra += [self.looping(self.stream_read) for _ in range(3)]
             extra.append(self.looping(self.stream_write))
-        runs = [asyncio.ensure_future(work) for work in extra]
+        return extra
+
+    async def main(self) -> None:
         try:
             await super().main()
         finally:
-            for run in runs:
-                run.cancel()
-            await asyncio.gather(*runs, *self.closing, return_exceptions=True)
+            await asyncio.gather(*self.closing, return_exceptions=True)
 
 
 COUNTERS = ("k0", "k1", "k2")
@@ -387,9 +388,6 @@ SIM_MIX: dict[str, Any] = {
     "sem_tasks": 6,
     "sem_others": 2,  # semaphore tasks of each other process
     "stream_worker": 1,  # the process with a stream of readers and a writer on r2
-    "hoard_worker": 2,  # the process that hoards grants on one node (hoard of them)
-    "hoard": 300,
-    "hoard_node": 0,
     # Long plain holds (auto-extended) longer than the fault tier's: a grant
     # outliving a node's restart by seconds, which others must not take.
     "long_hold": (0.8, 5.0),

@@ -176,7 +176,7 @@ class Nemesis:
             amount = rng.randint(1, 20)  # write units an AOF or a replica lacks
         elif name == "evict":
             amount = rng.randint(1, 5)
-        elif name in ("pause-node", "pause-worker"):
+        elif name in ("pause-node", "pause-worker", "pause-in-acquire"):
             duration = rng.uniform(0.05, 2.0)
         elif name == "slow-node":
             # Slow but steady (under node_timeout a command) or slower, while
@@ -204,6 +204,10 @@ class Nemesis:
 
     def apply(self, fault: Fault, kind: Kind) -> None:
         dep = self.dep
+        if kind.deferred:  # armed: the deployment writes it when it happens
+            kind.apply(dep, fault)
+            self.counts[kind.name] = self.counts.get(kind.name, 0) + 1
+            return
         dep.record_fault("fault", fault)
         heal = kind.apply(dep, fault)
         self.counts[kind.name] = self.counts.get(kind.name, 0) + 1
