@@ -261,6 +261,7 @@ _KINDS = (
     Kind("restart-node-whole", "node", _restart("all"), restarts=True, silences=True),
     Kind("pause-node", "node", _pause_node, silences=True),
     Kind("slow-node", "node", _slow_node, silences=True),
+    Kind("slow-majority", "node", _slow_node, silences=True),
     Kind("script-flush", "node", _script_flush),
     Kind("node-drift", "node", _drift),
     # Paths between processes and nodes.

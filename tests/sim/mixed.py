@@ -361,6 +361,8 @@ class SimMixed(Mixed):
         ]
         if self.index != mix["sem_worker"]:  # holders of the semaphore in every process
             extra += [self.looping(self.semaphore) for _ in range(mix["sem_others"])]
+        if self.index % 4 == mix["volume_worker"]:  # the fault tier's volume stream
+            extra.append(self.stream())
         if self.index == mix["stream_worker"]:
             extra += [self.looping(self.stream_read) for _ in range(3)]
             extra.append(self.looping(self.stream_write))
@@ -388,6 +390,12 @@ SIM_MIX: dict[str, Any] = {
     "sem_tasks": 6,
     "sem_others": 2,  # semaphore tasks of each other process
     "stream_worker": 1,  # the process with a stream of readers and a writer on r2
+    # Every fourth process (w2, w6, ...): one-attempt acquires on v:0..49 every
+    # 20 ms (at most 100 in flight), as the fault tier's volume worker: a slow
+    # majority's backlog meets a steady stream of calls that must not wait it out.
+    "volume_worker": 2,
+    "stream_every": 0.02,
+    "stream_cap": 100,
     # Long plain holds (auto-extended) longer than the fault tier's: a grant
     # outliving a node's restart by seconds, which others must not take.
     "long_hold": (0.8, 5.0),

@@ -56,6 +56,13 @@ class Nemesis:
         # default run does; with --pending, every schedule may come.
         self.known_open = not any(KINDS[name].pending for name in kinds)
         self.kinds = list(kinds)
+        # A loss of data keeps the others' silencing faults away while its
+        # grants may be valid (seconds): drawn less often, so the rest come.
+        # A slow majority's backlog needs a while to build: drawn more often.
+        self.weights = [
+            0.25 if KINDS[name].loses_data else 3.0 if name == "slow-majority" else 1.0
+            for name in self.kinds
+        ]
         self.every = every
         self.ids = 0
         self.active: dict[int, tuple[Fault, Kind]] = {}
@@ -135,11 +142,14 @@ class Nemesis:
 
     def draw(self, tries: int = 5) -> Fault | None:
         for _ in range(tries):
-            kind = KINDS[self.rng.choice(self.kinds)]
+            kind = KINDS[self.rng.choices(self.kinds, self.weights)[0]]
             fault = self.shape(kind)
             if fault is None:
                 continue
-            free = self.rng.random() < 0.1
+            # Now and then a process may lose its healthy majority: always for
+            # a slow majority (a backlog answered a bit at a time: the votes'
+            # bound, not the model, is what it is about).
+            free = self.rng.random() < 0.1 or kind.name == "slow-majority"
             if self.busy(fault, kind) or not self.allowed(fault, kind, free=free):
                 self.refused += 1
                 continue
@@ -165,6 +175,8 @@ class Nemesis:
             hit_workers = tuple(sorted(rng.sample(workers, rng.randint(1, len(workers)))))
             if name.startswith("partition"):
                 hit_nodes = tuple(sorted(rng.sample(range(nodes), rng.randint(1, nodes - 1))))
+        elif name == "slow-majority":
+            hit_nodes = tuple(sorted(rng.sample(range(nodes), nodes // 2 + 1)))
         elif kind.scope == "process":
             hit_nodes = ()
             hit_workers = (rng.choice(workers),)
@@ -178,7 +190,7 @@ class Nemesis:
             amount = rng.randint(1, 5)
         elif name in ("pause-node", "pause-worker", "pause-in-acquire"):
             duration = rng.uniform(0.05, 2.0)
-        elif name == "slow-node":
+        elif name in ("slow-node", "slow-majority"):
             # Slow but steady (under node_timeout a command) or slower, while
             # commands queue up behind: a backlog answered a bit at a time.
             duration, amount = rng.uniform(0.5, 5.0), rng.uniform(0.002, 0.045)
