@@ -196,7 +196,7 @@ class Deployment:
                 continue
             if self.sim.loop._frozen.get(worker.process) is not None:
                 return False
-            if node in kept_out(worker.mixed.redlock, worker.process._monotonic()):
+            if node in kept_out(worker.mixed.redlock, self.sim.loop.time()):
                 return False
         return True
 
@@ -269,7 +269,7 @@ class Deployment:
             for worker in self.workers:
                 if worker.process.dead or worker.mixed is None:
                     continue
-                now = kept_out(worker.mixed.redlock, worker.process._monotonic())
+                now = kept_out(worker.mixed.redlock, self.sim.loop.time())
                 before = was.get(worker.index, {})
                 for node in sorted(set(now) | set(before)):
                     if node in now and node not in before:
@@ -282,7 +282,8 @@ class Deployment:
 
 
 def kept_out(redlock: Redlock, now: float) -> dict[int, str]:
-    """The nodes whose yes votes ``redlock`` does not count at its clock's ``now``,
+    """The nodes whose yes votes ``redlock`` does not count at loop time ``now``
+    (its restart watches' clock),
     and why: out of its view (``view``), or quarantined or held (``watch``).
     Empty before its first census (it has counted nothing yet)."""
     engine = redlock._core
