@@ -58,7 +58,10 @@ class Nemesis:
         self.kinds = list(kinds)
         # A loss of data keeps the others' silencing faults away while its
         # grants may be valid (seconds): drawn less often, so the rest come.
-        self.weights = [0.25 if KINDS[name].loses_data else 1.0 for name in self.kinds]
+        self.weights = [
+            0.25 if KINDS[name].loses_data and not KINDS[name].pending else 1.0
+            for name in self.kinds
+        ]
         self.every = every
         self.ids = 0
         self.active: dict[int, tuple[Fault, Kind]] = {}

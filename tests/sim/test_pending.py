@@ -1,0 +1,42 @@
+"""Seeds ``run --pending`` found breaking what the restart rule's next version must
+fix (issue 40; ``pending.py``): strict xfails, each replayable with
+
+    python -m tests.sim run --seed SEED --grants 1 --json out.json --replay --pending --minutes 0.5
+
+Each names the schedule it found and the checker that fires on today's code.
+The engineer landing the fix removes the xfail (an XPASS is red), and the
+entry of ``pending.py``; the seed then stays as a regression case. They run
+with REDLOCK_CI_FULL=1 (about 15 s each).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from .pending import SCHEDULES
+from .runner import run_seed
+
+FULL = os.environ.get("REDLOCK_CI_FULL") == "1"
+
+# schedule -> (seed, simulated minutes, the checker that fires today)
+FOUND: dict[str, tuple[int, float, str]] = {
+    "unheard-at-start-made-suspect": (300, 0.5, "never_kept_out"),
+    "missing-different-nodes": (200, 0.5, "free_name_granted"),
+    "lost-copy-refused-by-lost-node": (1, 0.5, "mutual_exclusion"),
+}
+
+
+def test_every_found_schedule_is_a_pending_one() -> None:
+    assert set(FOUND) <= set(SCHEDULES)
+
+
+@pytest.mark.skipif(not FULL, reason="the pending seeds: REDLOCK_CI_FULL=1")
+@pytest.mark.xfail(strict=True, reason="issue 40")
+@pytest.mark.parametrize("schedule", sorted(FOUND))
+def test_a_found_seed_passes(schedule: str) -> None:
+    seed, minutes, checker = FOUND[schedule]
+    result = run_seed(seed, pending=True, minutes=minutes)
+    fired = {violation["checker"] for violation in result.violations}
+    assert checker not in fired, f"{schedule}: seed {seed} still fails {checker}"
