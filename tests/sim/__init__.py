@@ -1,4 +1,4 @@
-"""The simulation (issue 39): the library's own scripts and client, searched through seeded schedules.
+"""The simulation (issue 39): the library's own scripts and client through seeded schedules.
 
 Its foundation is here: a simulated Redis node that runs the library's Lua
 scripts unmodified, in Lua 5.1 as Redis does (``node.py``; its parts:

@@ -108,10 +108,9 @@ def set_(ks: Keyspace, args: list[bytes], now: int) -> Reply:
         if ms <= 0 or ms > _INT64_MAX - live:
             return Error("ERR invalid expire time in 'set' command")
         ms += live
-    if nx or xx:
-        exists = ks.get(key, now) is not None
-        if exists if nx else not exists:
-            return None
+    exists = ks.get(key, now) is not None  # an expired key goes first, its expiry with it
+    if (nx and exists) or (xx and not exists):
+        return None
     ks.write(key)
     ks.data[key] = args[2]
     if ms is not None:

@@ -24,7 +24,7 @@ import random
 from collections.abc import Callable, Hashable, Sequence
 from typing import Literal
 
-from .commands import Spec, lookup
+from .commands import Spec, resolve
 from .keyspace import Journal, Keyspace, Value, ZSet, copy_value
 from .lua import lua
 from .replies import Error, NotModelled, Push, Reply
@@ -173,9 +173,10 @@ class SimNode:
         session = self.sessions.get(conn)
         if session is None:
             session = self._connect(conn)
-        spec = lookup(args[0])
-        if spec is None:
-            raise NotModelled(f"command {args[0]!r}")
+        spec = resolve(args)
+        if type(spec) is Error:
+            return spec
+        assert isinstance(spec, Spec)
         arity, n = spec.arity, len(args)
         if (n != arity) if arity > 0 else (n < -arity):
             return Error(f"ERR wrong number of arguments for '{spec.name}' command")
@@ -217,9 +218,10 @@ class SimNode:
         """One ``redis.call`` of the script running (``ScriptHost``)."""
         run = self._script
         assert run is not None
-        spec: Spec | None = lookup(args[0])
-        if spec is None:
-            raise NotModelled(f"command {args[0]!r} in a script")
+        spec = resolve(args)
+        if type(spec) is Error:
+            raise NotModelled(f"{args[:2]!r} in a script")
+        assert isinstance(spec, Spec)
         arity, n = spec.arity, len(args)
         if (n != arity) if arity > 0 else (n < -arity):
             return Error("ERR Wrong number of args calling Redis command from script")

@@ -264,8 +264,10 @@ class Workload:
             lambda: [b"HELLO", r.choice((b"3", b"4", b"x"))],
         ]
         args = r.choice(choices)()
-        if args[0] == b"HELLO":
-            return Step(args, "resp3", "raw HELLO")
+        if args[0] == b"HELLO":  # the main connection stays RESP2 (the dump reads it)
+            return Step(args, "resp3", "raw " + args[0].decode())
+        if r.random() < 0.02:  # on the subscribed connection: only (S)(UN)SUBSCRIBE and PING
+            return Step(r.choice(([b"PING"], [b"PING", token], args)), "sub", "subscribed")
         conn = "resp3" if r.random() < 0.2 else "main"
         return Step(args, conn, "raw " + args[0].decode())
 
