@@ -196,10 +196,12 @@ class Workload:
 
     # Raw commands -------------------------------------------------------------
 
-    def _key(self) -> bytes:
-        """A key, most often one the database holds (so commands meet values, types, expiries)."""
-        if self.state and self.rng.random() < 0.6:
-            return self.rng.choice(sorted(self.state))
+    def _key(self, kind: str | None = None) -> bytes:
+        """A key, most often one the database holds (so commands meet values, types,
+        expiries), of type ``kind`` when one is."""
+        held = sorted(key for key, entry in self.state.items() if kind in (None, entry[0]))
+        if held and self.rng.random() < 0.6:
+            return self.rng.choice(held)
         layout = self._layout()
         pool = (layout.lock, layout.fence, layout.readers, layout.writer_waiting)
         return self.rng.choice((*pool, layout.fair_queue, EPOCH, NOTICES, b"k1", b"k2"))
@@ -223,10 +225,11 @@ class Workload:
         key, token = self._key(), self._token()
         score = b"%d" % (self.now + r.randrange(-100, 100))
         member = self._member(key)
+        zset = self._key("zset")
         choices: list[Callable[[], list[bytes]]] = [
             lambda: [b"GET", key],
             lambda: [b"SET", key, token, *self._set_options()],
-            lambda: [b"SET", key, token, *self._set_options()],
+            lambda: [b"SET", self._key(), token, *r.choice(([], [b"XX"], [b"KEEPTTL"]))],
             lambda: [b"INCR", key],
             lambda: [b"DEL", key, self._key()],
             lambda: [b"EXISTS", key, key, self._key()],
@@ -238,7 +241,7 @@ class Workload:
             lambda: [b"HDEL", key, b"f", b"id"],
             lambda: [b"HGETALL", key],
             lambda: [b"ZADD", key, *r.sample((b"NX", b"XX"), r.randrange(0, 3)), score, member],
-            lambda: [b"ZADD", key, r.choice((b"NX", b"XX")), score, member],
+            lambda: [b"ZADD", zset, r.choice((b"NX", b"XX")), score, self._member(zset)],
             lambda: [b"ZADD", key, score, member, r.choice((score, b"inf", b"x")), token],
             lambda: [b"ZREM", key, member, token],
             lambda: [b"ZSCORE", key, member],
