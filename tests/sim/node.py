@@ -24,7 +24,7 @@ import random
 from collections.abc import Callable, Hashable, Sequence
 from typing import Literal
 
-from .commands import Spec, resolve
+from .commands import COMMANDS, Spec, resolve
 from .keyspace import Journal, Keyspace, Value, ZSet, copy_value
 from .lua import lua
 from .replies import Error, NotModelled, Push, Reply
@@ -150,6 +150,7 @@ class SimNode:
         self.outbox: dict[Hashable, list[Push]] = {}
         self._clients = 0
         self._script: Session | None = None  # the session of the script running
+        self._script_session = Session(0, 0, True)  # reused: one script runs at a time
         self._script_now = 0
 
     @property
@@ -173,10 +174,13 @@ class SimNode:
         session = self.sessions.get(conn)
         if session is None:
             session = self._connect(conn)
-        spec = resolve(args)
-        if type(spec) is Error:
-            return spec
-        assert isinstance(spec, Spec)
+        spec = COMMANDS.get(args[0])
+        if spec is None or spec.subcommands is not None:
+            found = resolve(args)
+            if type(found) is Error:
+                return found
+            assert isinstance(found, Spec)
+            spec = found
         arity, n = spec.arity, len(args)
         if (n != arity) if arity > 0 else (n < -arity):
             return Error(f"ERR wrong number of arguments for '{spec.name}' command")
@@ -206,7 +210,8 @@ class SimNode:
         self, session: Session, sha: bytes, words: list[bytes], numkeys: int, now: int
     ) -> Reply:
         """Run a loaded script for ``session``; its commands see time ``now``."""
-        run = Session(session.conn, session.client_id, True)
+        run = self._script_session
+        run.conn, run.client_id = session.conn, session.client_id
         run.db = session.db  # a SELECT inside changes the script's database only
         self._script, self._script_now = run, now
         try:
@@ -218,10 +223,13 @@ class SimNode:
         """One ``redis.call`` of the script running (``ScriptHost``)."""
         run = self._script
         assert run is not None
-        spec = resolve(args)
-        if type(spec) is Error:
-            raise NotModelled(f"{args[:2]!r} in a script")
-        assert isinstance(spec, Spec)
+        spec = COMMANDS.get(args[0])
+        if spec is None or spec.subcommands is not None:
+            found = resolve(args)
+            if type(found) is Error:
+                raise NotModelled(f"{args[:2]!r} in a script")
+            assert isinstance(found, Spec)
+            spec = found
         arity, n = spec.arity, len(args)
         if (n != arity) if arity > 0 else (n < -arity):
             return Error("ERR Wrong number of args calling Redis command from script")
