@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
-from . import datacmds, servercmds
+from . import datacmds, servercmds, zsetcmds
 from .keyspace import Keyspace
 from .replies import Error, NotModelled, Reply, Verbatim
 
@@ -94,14 +94,14 @@ _SPECS = [
     _data("hset", -4, datacmds.hset),
     _data("hdel", -3, datacmds.hdel),
     _data("hgetall", 2, datacmds.hgetall, resp3=_map),
-    _data("zadd", -4, datacmds.zadd),
-    _data("zrem", -3, datacmds.zrem),
-    _data("zscore", 3, datacmds.zscore, resp3=_doubles),
-    _data("zcard", 2, datacmds.zcard),
-    _data("zrank", 3, datacmds.zrank),
-    _data("zrange", -4, datacmds.zrange, resp3=_scored),
-    _data("zrangebyscore", -4, datacmds.zrangebyscore, resp3=_scored),
-    _data("zremrangebyscore", 4, datacmds.zremrangebyscore),
+    _data("zadd", -4, zsetcmds.zadd),
+    _data("zrem", -3, zsetcmds.zrem),
+    _data("zscore", 3, zsetcmds.zscore, resp3=_doubles),
+    _data("zcard", 2, zsetcmds.zcard),
+    _data("zrank", 3, zsetcmds.zrank),
+    _data("zrange", -4, zsetcmds.zrange, resp3=_scored),
+    _data("zrangebyscore", -4, zsetcmds.zrangebyscore, resp3=_scored),
+    _data("zremrangebyscore", 4, zsetcmds.zremrangebyscore),
     _server("time", 1, servercmds.time),
     _server("info", -1, servercmds.info, resp3=_info),
     _server("ping", -1, servercmds.ping, pubsub=True),

@@ -5,7 +5,7 @@
 scripts and drivers send (``commands.py``), held to it by the differential
 check (``diff.py``). Time is the node's own: ``clock()`` gives its ms, read
 once per command (a script's whole run sees its start, as Redis freezes a
-script's time); :class:`Clock` makes one that drifts from true time.
+script's time); ``clock.Clock`` makes one that drifts from true time.
 
 What a node can suffer, besides what the network does to it (pause, delay,
 cut: the network layer's), is here: ``flushall``, ``restart`` (empty, whole,
@@ -21,16 +21,17 @@ command itself then answers :data:`~tests.sim.replies.NOREPLY`.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable
 from typing import Literal
 
 from .commands import COMMANDS, Spec, resolve
-from .keyspace import Journal, Keyspace, Value, ZSet, copy_value
+from .keyspace import Entry, Journal, Keyspace, Saved
 from .lua import lua
+from .pubsub import PubSub
 from .replies import Error, NotModelled, Push, Reply
-from .servercmds import DATABASES, confirmation
+from .servercmds import DATABASES
 
-__all__ = ["QUIRKS", "Clock", "Entry", "Session", "SimNode"]
+__all__ = ["QUIRKS", "Entry", "Session", "SimNode"]
 
 QUIRKS = frozenset(
     {
@@ -44,41 +45,12 @@ QUIRKS = frozenset(
 )
 """Differences that can be planted in a node, each one a bug the differential check must catch."""
 
-Entry = tuple[str, object, int | None]
-"""A key in a snapshot: its type ("string", "hash", "zset"), value and expiry (ms) or None.
-Values: bytes, a dict of the hash's fields, or a list of (member, score) in order."""
 
 _RESTRICTED = (
     "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET "
     "are allowed in this context"
 )
 _NOAUTH = Error("NOAUTH Authentication required.")
-
-
-class Clock:
-    """A node's clock in ms: true time (``true_ms()``) at ``rate``, plus ``offset``.
-
-    The rate can change while it runs (``set_rate``): the clock goes on from
-    where it is, never jumps. ``step`` jumps it (an operator or NTP setting it).
-    """
-
-    def __init__(self, true_ms: Callable[[], float], *, rate: float = 1.0, offset: int = 0) -> None:
-        self.true_ms = true_ms
-        self.rate = rate
-        self._anchor = true_ms()
-        self._base = self._anchor + offset
-
-    def __call__(self) -> int:
-        return int(self._base + (self.true_ms() - self._anchor) * self.rate)
-
-    def set_rate(self, rate: float) -> None:
-        now = self.true_ms()
-        self._base += (now - self._anchor) * self.rate
-        self._anchor = now
-        self.rate = rate
-
-    def step(self, ms: int) -> None:
-        self._base += ms
 
 
 class Session:
@@ -145,9 +117,8 @@ class SimNode:
         self.dbs = [Keyspace(clock, self.journal, self.quirks) for _ in range(DATABASES)]
         self.scripts: set[bytes] = set()  # SHA1s in the script cache
         self.sessions: dict[Hashable, Session] = {}
-        self.channels: dict[bytes, dict[Hashable, None]] = {}  # SUBSCRIBE's
-        self.shard_channels: dict[bytes, dict[Hashable, None]] = {}  # SSUBSCRIBE's
-        self.outbox: dict[Hashable, list[Push]] = {}
+        self.pubsub = PubSub()
+        self.outbox = self.pubsub.outbox  # conn -> what waits to be pushed to it
         self._clients = 0
         self._script: Session | None = None  # the session of the script running
         self._script_session = Session(0, 0, True)  # reused: one script runs at a time
@@ -241,66 +212,17 @@ class SimNode:
         assert spec.server is not None
         return spec.server(self, run, args, self._script_now)
 
-    # Pub/sub ----------------------------------------------------------------
+    # Connections ------------------------------------------------------------
 
     def take(self, conn: Hashable) -> list[Push]:
         """What was pushed to ``conn`` since the last take, in order."""
         return self.outbox.pop(conn, [])
 
-    def _push(self, conn: Hashable, message: Push) -> None:
-        box = self.outbox.get(conn)
-        if box is None:
-            self.outbox[conn] = [message]
-        else:
-            box.append(message)
-
-    def publish(
-        self,
-        registry: dict[bytes, dict[Hashable, None]],
-        kind: bytes,
-        channel: bytes,
-        message: bytes,
-    ) -> int:
-        receivers = registry.get(channel)
-        if not receivers:
-            return 0
-        for conn in receivers:
-            self._push(conn, Push([kind, channel, message]))
-        return len(receivers)
-
-    def subscribe(self, session: Session, shard: bool, channels: Sequence[bytes]) -> None:
-        registry = self.shard_channels if shard else self.channels
-        mine = session.shard_channels if shard else session.channels
-        for channel in channels:
-            if channel not in mine:
-                mine[channel] = None
-                registry.setdefault(channel, {})[session.conn] = None
-            kind = b"ssubscribe" if shard else b"subscribe"
-            self._push(session.conn, confirmation(kind, channel, len(mine)))
-        session.subscribed = True
-
-    def unsubscribe(self, session: Session, shard: bool, channels: Sequence[bytes]) -> None:
-        registry = self.shard_channels if shard else self.channels
-        mine = session.shard_channels if shard else session.channels
-        kind = b"sunsubscribe" if shard else b"unsubscribe"
-        if not channels and not mine:
-            self._push(session.conn, confirmation(kind, None, 0))
-        for channel in list(channels or mine):
-            if channel in mine:
-                del mine[channel]
-                listeners = registry[channel]
-                del listeners[session.conn]
-                if not listeners:
-                    del registry[channel]
-            self._push(session.conn, confirmation(kind, channel, len(mine)))
-        session.subscribed = bool(session.channels or session.shard_channels)
-
     def disconnect(self, conn: Hashable) -> None:
         """Connection ``conn`` is closed: its subscriptions and pending pushes go."""
         session = self.sessions.pop(conn, None)
         if session is not None:
-            self.unsubscribe(session, False, ())
-            self.unsubscribe(session, True, ())
+            self.pubsub.drop(session)
         self.outbox.pop(conn, None)
 
     # What a node can suffer -------------------------------------------------
@@ -354,9 +276,7 @@ class SimNode:
         self.pid = 1000 + self.rng.randrange(60000)
         self.scripts.clear()
         self.sessions.clear()
-        self.channels.clear()
-        self.shard_channels.clear()
-        self.outbox.clear()
+        self.pubsub.clear()
         return undone
 
     def evict(self, policy: str = "volatile-ttl", count: int = 1) -> list[bytes]:
@@ -388,52 +308,17 @@ class SimNode:
 
     def snapshot(self, db: int = 0) -> dict[bytes, Entry]:
         """Database ``db`` as of now: key -> (type, value, expiry or None), the
-        expired keys left out."""
-        now = self.clock()
-        space = self.dbs[db]
-        found: dict[bytes, Entry] = {}
-        for key, value in space.data.items():
-            at = space.expires.get(key)
-            if at is not None and now > at:
-                continue
-            if type(value) is bytes:
-                found[key] = ("string", value, at)
-            elif isinstance(value, ZSet):
-                found[key] = ("zset", [(member, score) for score, member in value.order], at)
-            elif isinstance(value, dict):
-                found[key] = ("hash", dict(value), at)
-        return found
+        expired keys left out (``Keyspace.snapshot``)."""
+        return self.dbs[db].snapshot(self._clock())
 
     def load(self, snapshot: dict[bytes, Entry], db: int = 0) -> None:
         """Make database ``db`` hold exactly ``snapshot`` (as ``snapshot()`` gives it)."""
-        space = self.dbs[db]
-        space.data.clear()
-        space.expires.clear()
-        for key, (kind, value, at) in snapshot.items():
-            if kind == "string":
-                assert isinstance(value, bytes)
-                space.data[key] = value
-            elif kind == "hash":
-                assert isinstance(value, dict)
-                space.data[key] = dict(value)
-            elif kind == "zset":
-                assert isinstance(value, list)
-                zset = space.data[key] = ZSet()
-                for member, score in value:
-                    zset.add(member, score)
-            else:
-                raise NotModelled(f"a key of type {kind}")
-            if at is not None:
-                space.expires[key] = at
+        self.dbs[db].load(snapshot)
 
-    def checkpoint(self) -> list[tuple[dict[bytes, Value], dict[bytes, int]]]:
+    def checkpoint(self) -> list[Saved]:
         """A copy of every database's keys and expiries (``rollback`` restores it)."""
-        return [
-            ({key: copy_value(value) for key, value in db.data.items()}, dict(db.expires))
-            for db in self.dbs
-        ]
+        return [db.save() for db in self.dbs]
 
-    def rollback(self, state: list[tuple[dict[bytes, Value], dict[bytes, int]]]) -> None:
-        for db, (data, expires) in zip(self.dbs, state, strict=True):
-            db.data = {key: copy_value(value) for key, value in data.items()}
-            db.expires = dict(expires)
+    def rollback(self, state: list[Saved]) -> None:
+        for db, saved in zip(self.dbs, state, strict=True):
+            db.restore_all(saved)

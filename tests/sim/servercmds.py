@@ -19,7 +19,6 @@ from .replies import (
     SYNTAX,
     Error,
     NotModelled,
-    Push,
     Reply,
     Status,
     parse_int,
@@ -302,32 +301,28 @@ def client_setname(node: SimNode, session: Session, args: list[bytes], now: int)
 
 
 def publish(node: SimNode, session: Session, args: list[bytes], now: int) -> Reply:
-    return node.publish(node.channels, b"message", args[1], args[2])
+    return node.pubsub.publish(False, args[1], args[2])
 
 
 def spublish(node: SimNode, session: Session, args: list[bytes], now: int) -> Reply:
-    return node.publish(node.shard_channels, b"smessage", args[1], args[2])
+    return node.pubsub.publish(True, args[1], args[2])
 
 
 def subscribe(node: SimNode, session: Session, args: list[bytes], now: int) -> Reply:
-    node.subscribe(session, False, args[1:])
+    node.pubsub.subscribe(session, False, args[1:])
     return NOREPLY
 
 
 def ssubscribe(node: SimNode, session: Session, args: list[bytes], now: int) -> Reply:
-    node.subscribe(session, True, args[1:])
+    node.pubsub.subscribe(session, True, args[1:])
     return NOREPLY
 
 
 def unsubscribe(node: SimNode, session: Session, args: list[bytes], now: int) -> Reply:
-    node.unsubscribe(session, False, args[1:])
+    node.pubsub.unsubscribe(session, False, args[1:])
     return NOREPLY
 
 
 def sunsubscribe(node: SimNode, session: Session, args: list[bytes], now: int) -> Reply:
-    node.unsubscribe(session, True, args[1:])
+    node.pubsub.unsubscribe(session, True, args[1:])
     return NOREPLY
-
-
-def confirmation(kind: bytes, channel: bytes | None, count: int) -> Push:
-    return Push([kind, channel, count])

@@ -11,7 +11,8 @@ import pytest
 
 from redlock_async._core._scripts import ACQUIRE, ALL_SCRIPTS, EXTEND, RELEASE, STATUS
 from redlock_async._engine import CENSUS
-from tests.sim.node import QUIRKS, Clock, SimNode
+from tests.sim.clock import Clock
+from tests.sim.node import QUIRKS, SimNode
 from tests.sim.replies import NOREPLY, Error, NotModelled, Push, Status
 
 T0 = 1_700_000_000_000
