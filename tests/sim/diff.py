@@ -37,7 +37,7 @@ from .replies import NOREPLY, Error, NotModelled, Reply, Verbatim
 from .resp import ReplyReader, encode
 from .steps import LAYOUTS, SCRIPTS, Step, Workload
 
-__all__ = ["Disagreement", "Report", "run"]
+__all__ = ["Disagreement", "Report", "normal", "run", "typed"]
 
 _CONNS = {"main": 0, "sub": 1, "resp3": 2}
 _MAX_SPREAD = 3  # ms between a step's TIMEs beyond which it is not compared
@@ -243,16 +243,16 @@ class _Check:
         self.reads = self.clock.reads
         self.clock.plan(at)
         snapshot = sim.snapshot()
-        pushes = [_typed(push, sim.sessions[_CONNS["sub"]].proto) for push in sim.take(1)]
+        pushes = [typed(push, sim.sessions[_CONNS["sub"]].proto) for push in sim.take(1)]
         if step.conn == "sub" and answer is not NOREPLY:  # read there with what is pushed
-            pushes.insert(0, _typed(answer, sim.sessions[conn].proto))
+            pushes.insert(0, typed(answer, sim.sessions[conn].proto))
             answer = NOREPLY
         if len(pushes) > len(heard):  # sent before the reply, perhaps written after it
             heard += self.conns["sub"].pending(0.05)
         alias = self._learn(real_state, snapshot)
         if answer is not NOREPLY:
-            mine = _normal(_replace(_typed(answer, sim.sessions[conn].proto), alias))
-            if mine != _normal(reply):
+            mine = normal(_replace(typed(answer, sim.sessions[conn].proto), alias))
+            if mine != normal(reply):
                 return ("reply", reply, mine)
         if _replace(pushes, alias) != heard:
             return ("pushes", heard, pushes)
@@ -306,14 +306,14 @@ def _replace(value: object, alias: dict[bytes, bytes]) -> object:
     return value
 
 
-def _typed(reply: Reply | object, proto: int) -> object:
+def typed(reply: Reply | object, proto: int) -> object:
     """A node's reply as a client reads it: through the encoder and the reader."""
     reader = ReplyReader()
     reader.feed(encode(reply, proto))  # type: ignore[arg-type]
     return reader.get()
 
 
-def _normal(reply: object) -> object:
+def normal(reply: object) -> object:
     """What of a reply is compared: of INFO, the sections, the field names and
     the values the library reads; of HELLO, all but the connection's id."""
     if isinstance(reply, bytes) and reply.startswith(b"# "):
@@ -328,8 +328,11 @@ def _normal(reply: object) -> object:
         return ("INFO", type(reply) is Verbatim, sections)
     if isinstance(reply, dict) and b"id" in reply and b"proto" in reply:
         return {k: v for k, v in reply.items() if k != b"id"}
+    if isinstance(reply, list) and reply[:2] == [b"server", b"redis"] and b"id" in reply[::2]:
+        pairs = dict(zip(reply[::2], reply[1::2], strict=True))  # HELLO in RESP2: flat
+        return normal({k: v for k, v in pairs.items() if isinstance(k, bytes)})
     if isinstance(reply, list):
-        return [_normal(item) for item in reply]
+        return [normal(item) for item in reply]
     return reply
 
 

@@ -273,8 +273,8 @@ def hello(node: SimNode, session: Session, args: list[bytes], now: int) -> Reply
     if not session.authed:
         return Error(
             "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
-            "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
-            "select the RESP protocol version at the same time"
+            "HELLO AUTH <user> <pass> option can be used to authenticate the client and select "
+            "the RESP protocol version at the same time"
         )
     session.proto = proto
     if name is not None:

@@ -15,9 +15,11 @@ import pytest
 import redis.asyncio
 
 from redlock_async import Redlock
+from redlock_async.testing import RedisServer
 from tests.sim.__main__ import main
 from tests.sim.commands import Spec, resolve
 from tests.sim.diff import run
+from tests.sim.handshake import HANDSHAKES, compare
 from tests.sim.node import QUIRKS
 from tests.sim.real import RealConn, RealServer
 from tests.sim.replies import Status
@@ -57,6 +59,15 @@ def test_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
     for stub in ("run", "mutants", "pending"):
         assert main([stub]) == 2
         assert "not yet built" in capsys.readouterr().err
+
+
+def test_the_handshakes_without_a_password(real: RealServer) -> None:
+    assert compare(real.port, None, HANDSHAKES) == []
+
+
+def test_the_handshakes_with_a_password() -> None:
+    with RedisServer(extra_args=["--requirepass", "s3cret"]) as server:
+        assert compare(server.port, b"s3cret", HANDSHAKES) == []
 
 
 async def _both_drivers(port: int) -> None:
