@@ -3,14 +3,21 @@
 ``SimNode(clock)`` answers ``execute(args, conn=...)`` exactly as the
 ``redis-server`` installed here would, for every command the library's
 scripts and drivers send (``commands.py``), held to it by the differential
-check (``diff.py``). Time is the node's own: ``clock()`` gives its ms, read
-once per command (a script's whole run sees its start, as Redis freezes a
-script's time); ``clock.Clock`` makes one that drifts from true time.
+check (``diff.py``).
 
-What a node can suffer, besides what the network does to it (pause, delay,
-cut: the network layer's), is here: ``flushall``, ``restart`` (empty, whole,
-or from an append-only file missing its last writes; a promoted replica),
-``evict`` and ``flush_scripts``.
+Time is the node's own: ``clock()`` gives its ms (``clock.Clock`` makes one
+that drifts from true time). Where Redis 7.0 reads its time, the node reads
+its clock: once when a command - or a script - begins, and that instant
+decides which keys have expired for the whole command or script; live for
+``TIME``, ``PTTL`` and the expiry ``SET PX``/``PEXPIRE`` set, even inside a
+script (Redis reads gettimeofday there). A simulation's clock does not move
+while a command runs, so a script sees one frozen time.
+
+What a node can suffer, besides what the network and the loop do to it
+(pause, run slowly, delay, cut: theirs), is here: ``flushall``, ``restart``
+(empty, whole, from an append-only file missing its last writes, as a
+promoted replica), ``evict`` (keys with an expiry, under a volatile-*
+policy) and ``flush_scripts``.
 
 Pub/sub: each connection is a ``conn`` id the caller picks. What a command
 pushes - a (S)SUBSCRIBE's confirmations, a message published to a channel
@@ -99,7 +106,7 @@ class SimNode:
         """``run_id``, ``replid``: the server's ids (40 hex digits; random from ``seed``
         when not given); ``started``: when it started, on its clock (default now:
         ``uptime_in_seconds`` counts from there); ``password``: ``requirepass``;
-        ``journal``: how many of the last write units a ``restart(keep="prefix")``
+        ``journal``: how many of the last write units a ``restart(keep="aof_prefix")``
         can lose (0: none kept); ``quirks``: planted differences (:data:`QUIRKS`)."""
         unknown = set(quirks) - QUIRKS
         if unknown:
@@ -241,7 +248,7 @@ class SimNode:
 
     def restart(
         self,
-        keep: Literal["none", "all", "prefix"] = "none",
+        keep: Literal["none", "all", "aof_prefix"] = "none",
         *,
         lost: int = 0,
         run_id: str | None = None,
@@ -252,7 +259,7 @@ class SimNode:
         unless given), no scripts, no connections, ``started`` now unless given.
 
         ``keep``: ``"none"`` empty (no persistence); ``"all"`` every write
-        kept; ``"prefix"`` the last ``lost`` write units lost (an append-only
+        kept; ``"aof_prefix"`` the last ``lost`` write units lost (an append-only
         file missing its last writes; with ``started`` in the past, a
         promoted replica that lagged; with ``run_id=node.run_id``, a primary
         failed over and back). Returns how many units were lost (at most what
@@ -263,9 +270,9 @@ class SimNode:
             for db in self.dbs:
                 db.data.clear()
                 db.expires.clear()
-        elif keep == "prefix":
+        elif keep == "aof_prefix":
             if self.journal is None:
-                raise ValueError("restart(keep='prefix') needs SimNode(journal=N)")
+                raise ValueError("restart(keep='aof_prefix') needs SimNode(journal=N)")
             undone = self.journal.undo(lost)
         if self.journal is not None:
             self.journal.units.clear()

@@ -281,10 +281,10 @@ def test_a_restart_from_an_append_only_file_missing_its_last_writes(time: Time) 
     run(node, "SET", "a", "1")
     lua(node, "redis.call('SET', 'b', '2') redis.call('DEL', 'a')")  # one unit
     run(node, "SET", "b", "3", "PX", 50)
-    assert node.restart(keep="prefix", lost=1) == 1
+    assert node.restart(keep="aof_prefix", lost=1) == 1
     assert node.snapshot() == {b"b": ("string", b"2", None)}
     run(node, "SET", "c", "1")
-    assert node.restart(keep="prefix", lost=5) == 1  # the journal starts again at a restart
+    assert node.restart(keep="aof_prefix", lost=5) == 1  # the journal starts again at a restart
     assert sorted(node.snapshot()) == [b"b"]
 
 
