@@ -80,6 +80,14 @@ _REAL_RNG = random.Random()
 # A forked child draws jitter of its own, not the parent's sequence.
 os.register_at_fork(after_in_child=_REAL_RNG.seed)
 
+
+def _getaddrinfo(host: str, port: int, **kwargs: Any) -> list[tuple[Any, ...]]:
+    # Looked up at each call, not bound at import: an application (or a test)
+    # that installs its own resolver on the socket module is heard, as it was
+    # before this seam existed. Only construction and reconnections resolve.
+    return socket.getaddrinfo(host, port, **kwargs)
+
+
 REAL = World(
     monotonic=time.monotonic,
     time_ns=time.time_ns,
@@ -87,7 +95,7 @@ REAL = World(
     rng=_REAL_RNG,
     hostname=socket.gethostname,
     getpid=os.getpid,
-    getaddrinfo=socket.getaddrinfo,
+    getaddrinfo=_getaddrinfo,
 )
 """This process's own clocks, randomness, name and resolver: the default."""
 
