@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["REAL", "World", "context", "current"]
+__all__ = ["REAL", "World", "context", "current", "install"]
 
 GetAddrInfo = Callable[..., list[tuple[Any, ...]]]
 """``socket.getaddrinfo``'s shape: ``(host, port, type=...)`` to address infos."""
@@ -105,6 +105,12 @@ _WORLD: contextvars.ContextVar[World] = contextvars.ContextVar("redlock_async_wo
 def current() -> World:
     """The world of the running code: :data:`REAL` unless :func:`context` chose another."""
     return _WORLD.get()
+
+
+def install(world: World) -> None:
+    """Make ``world`` the world of the current context from now on (a process's
+    main, before its event loop starts: its tasks inherit it)."""
+    _WORLD.set(world)
 
 
 def context(world: World) -> contextvars.Context:
