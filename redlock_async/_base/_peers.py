@@ -91,6 +91,19 @@ HINTS: Final = MappingProxyType(
             "python-redis-lock's id (a lock taken elsewhere) is held with "
             "redlock.adopt(name, token)"
         ),
+        "strict": (
+            "python-redis-lock's strict has no switch here: release() of a grant "
+            "that is gone always raises LockNotOwned (LockLost when it was lost)"
+        ),
+        "signal_expire": (
+            "python-redis-lock's signal_expire has no counterpart: waiters are woken "
+            "by the release itself (Redlock(wake_on_release=True), the default)"
+        ),
+        # redis-py's client.lock(name, ..., lock_class=None).
+        "lock_class": (
+            "redis-py's lock_class has no counterpart: the kind of lock is the "
+            "factory (redlock.lock, rwlock, semaphore, multilock)"
+        ),
     }
 )
 """What to write here instead of a peer's keyword, by the peer's keyword."""

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["REAL", "World", "context", "current"]
+__all__ = ["REAL", "World", "context", "current", "install"]
 
 GetAddrInfo = Callable[..., list[tuple[Any, ...]]]
 """``socket.getaddrinfo``'s shape: ``(host, port, type=...)`` to address infos."""
@@ -80,6 +80,14 @@ _REAL_RNG = random.Random()
 # A forked child draws jitter of its own, not the parent's sequence.
 os.register_at_fork(after_in_child=_REAL_RNG.seed)
 
+
+def _getaddrinfo(host: str, port: int, **kwargs: Any) -> list[tuple[Any, ...]]:
+    # Looked up at each call, not bound at import: an application (or a test)
+    # that installs its own resolver on the socket module is heard, as it was
+    # before this seam existed. Only construction and reconnections resolve.
+    return socket.getaddrinfo(host, port, **kwargs)
+
+
 REAL = World(
     monotonic=time.monotonic,
     time_ns=time.time_ns,
@@ -87,7 +95,7 @@ REAL = World(
     rng=_REAL_RNG,
     hostname=socket.gethostname,
     getpid=os.getpid,
-    getaddrinfo=socket.getaddrinfo,
+    getaddrinfo=_getaddrinfo,
 )
 """This process's own clocks, randomness, name and resolver: the default."""
 
@@ -97,6 +105,12 @@ _WORLD: contextvars.ContextVar[World] = contextvars.ContextVar("redlock_async_wo
 def current() -> World:
     """The world of the running code: :data:`REAL` unless :func:`context` chose another."""
     return _WORLD.get()
+
+
+def install(world: World) -> None:
+    """Make ``world`` the world of the current context from now on (a process's
+    main, before its event loop starts: its tasks inherit it)."""
+    _WORLD.set(world)
 
 
 def context(world: World) -> contextvars.Context:

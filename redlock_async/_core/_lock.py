@@ -92,8 +92,7 @@ def _close(self: Lock, reason: str) -> None:
     grant = self._grant
     if grant is None:
         return
-    # Only a plain lock's token can be adopted (adopt() refuses the others').
-    handed_on = grant.shared and self._commands.kind == ExclusiveCommands.kind
+    handed_on = _handed_on(self, grant)
     if self._engine.clock() < grant.validity_end:
         self._lose(reason, {}, release=not handed_on)
         return
@@ -370,7 +369,9 @@ class Lock(LockState):
 async def _leave(lock: Lock, grant: Grant, exc: BaseException | None) -> None:
     """The end of an ``async with`` body that still holds ``grant``: release it."""
     if lock._engine.clock() >= grant.validity_end:
-        if lock._engine.closing:  # aclose() let it go already (_close)
+        # Expired in the body: a loss, not a release. It never ends a copy
+        # held elsewhere; aclose() has let it go already (_close).
+        if lock._engine.closing or _handed_on(lock, grant):
             lock._drop(grant)
         else:
             await _release_quietly(lock)
@@ -379,6 +380,12 @@ async def _leave(lock: Lock, grant: Grant, exc: BaseException | None) -> None:
         await _release_quietly(lock)
         return
     await lock.release()
+
+
+def _handed_on(lock: Lock, grant: Grant) -> bool:
+    """Whether a copy of ``grant`` may be held elsewhere: its token was read, or it
+    was adopted here - a plain lock's only (adopt() refuses the other kinds')."""
+    return grant.shared and lock._commands.kind == ExclusiveCommands.kind
 
 
 async def _release_quietly(lock: Lock) -> None:

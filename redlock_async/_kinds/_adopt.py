@@ -87,6 +87,9 @@ async def adopt(lock: Lock, commands: ExclusiveCommands, engine: Engine, token: 
     started = engine.clock()
     tally = engine.fanout(commands.extend(raw, ttl))
     ok = await tally.decided
+    # Closed meanwhile (aclose() told the locks it held, not this one): the
+    # copy is not held here, and its keys are left to the others.
+    engine.check_open()
     now = engine.clock()
     left = validity(ttl, started, now, engine.config.drift_factor) if ok else 0.0
     name = lock.name

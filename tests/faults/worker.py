@@ -26,6 +26,7 @@ from redlock_async import (
     Redlock,
     RedlockError,
 )
+from redlock_async._base import _world
 
 from . import mixed, mutants
 
@@ -575,15 +576,30 @@ async def run(config: dict[str, Any]) -> None:
 
 def _jumping_wall_clock(jumps: list[tuple[float, float]]) -> None:
     # The host's wall clock steps (NTP, an operator): (after s, by s) pairs.
-    # The library must not care; only the monotonic clock may matter.
-    real = time.time
+    # The library must not care; only the monotonic clock may matter. It reads
+    # the wall clock through its world (redlock_async/_base/_world.py), so the
+    # jumping clock is installed there, for every task this process starts;
+    # time.time jumps too, for anything else that reads it.
+    real = time.time_ns
     started = time.monotonic()
 
-    def wall() -> float:
+    def wall_ns() -> int:
         elapsed = time.monotonic() - started
-        return real() + sum(delta for at, delta in jumps if elapsed >= at)
+        return real() + round(sum(delta for at, delta in jumps if elapsed >= at) * 1e9)
 
-    time.time = wall
+    time.time = lambda: wall_ns() / 1e9
+    r = _world.REAL
+    _world.install(  # the process's own world, its wall clock replaced
+        _world.World(
+            monotonic=r.monotonic,
+            time_ns=wall_ns,
+            token_bytes=r.token_bytes,
+            rng=r.rng,
+            hostname=r.hostname,
+            getpid=r.getpid,
+            getaddrinfo=r.getaddrinfo,
+        )
+    )
 
 
 def main() -> None:

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 
-from redlock_async import Lock, Redlock
+import pytest
+
+from redlock_async import Lock, LockLost, Redlock, RedlockError
 from redlock_async._base._keys import KeyLayout
 from redlock_async.testing import RedisNodes
 
@@ -161,3 +163,54 @@ async def test_an_expired_grant_in_a_running_body_is_told_at_its_exit(
     assert len(outcome) == 1
     assert outcome[0] is not None
     assert "expired before the body finished" in str(outcome[0])
+
+
+async def test_an_adopt_that_races_the_close_holds_nothing_here(
+    make_redlock: MakeRedlock, redis_nodes: RedisNodes
+) -> None:
+    # From the outside review: an adopt() in flight when its Redlock closed
+    # returned a Lock reporting held=True that nothing renewed or could
+    # release (lean driver: its release never left). It now raises.
+    taker = make_redlock()
+    job = taker.lock("job", ttl=30.0, auto_extend=False)
+    assert await job.acquire()
+    token = job.token
+    assert token is not None
+    for delay in (0.0, 0.001, 0.003):
+        worker = make_redlock()
+        task = asyncio.create_task(worker.adopt("job", token, ttl=30.0))
+        await asyncio.sleep(delay)
+        await worker.aclose()
+        outcome: Lock | RedlockError
+        try:
+            outcome = await task
+        except RedlockError as err:
+            outcome = err
+        if isinstance(outcome, RedlockError):
+            assert "closed" in str(outcome)
+        else:  # decided before the close: then the close ended it here
+            assert outcome.lost
+            assert not outcome.held
+    assert job.held  # handed on: no close released the taker's grant
+    assert on_a_quorum(redis_nodes, token)
+
+
+async def test_a_handed_on_grant_that_expires_in_its_body_is_left_to_the_adopter(
+    make_redlock: MakeRedlock, redis_nodes: RedisNodes
+) -> None:
+    # From the outside review: leaving `async with` after the grant expired
+    # in the body (a loss: LockLost) sent a release by token, which deleted
+    # the adopter's keys while it held the grant with ~28 s left.
+    taker, worker, third = make_redlock(), make_redlock(), make_redlock()
+    adopted: Lock | None = None
+    with pytest.raises(LockLost, match="expired before the body finished"):
+        async with taker.lock("job", ttl=0.5, auto_extend=False) as lock:
+            token = lock.token
+            assert token is not None
+            adopted = await worker.adopt("job", token, ttl=30.0)
+            await asyncio.sleep(0.7)  # the taker's own validity ends in the body
+    assert adopted is not None
+    assert adopted.held
+    assert adopted.token is not None
+    assert on_a_quorum(redis_nodes, adopted.token)
+    assert await refused(third)

@@ -11,12 +11,12 @@ Arity is Redis's: ``n`` exactly, ``-n`` at least ``n`` words, the name included.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
-from . import datacmds, servercmds
+from . import datacmds, servercmds, zsetcmds
 from .keyspace import Keyspace
-from .replies import Reply, Verbatim
+from .replies import Error, NotModelled, Reply, Verbatim
 
 if TYPE_CHECKING:
     from .node import Session, SimNode
@@ -37,6 +37,9 @@ class Spec(NamedTuple):
     script: bool = True  # may run inside a script
     pubsub: bool = False  # may run on a RESP2 connection in subscribed mode
     resp3: Callable[[Reply, list[bytes]], Reply] | None = None  # the reply's RESP3 shape
+    # A container (SCRIPT, CLIENT): its subcommands, and Redis 7.0's others (not modelled).
+    subcommands: Mapping[bytes, Spec] | None = None
+    others: frozenset[bytes] = frozenset()
 
 
 def _doubles(reply: Reply, args: list[bytes]) -> Reply:
@@ -71,6 +74,13 @@ def _server(name: str, arity: int, handler: ServerHandler, **kw: object) -> Spec
     return Spec(name, arity, None, handler, **kw)  # type: ignore[arg-type]
 
 
+def _container(name: str, subcommands: list[Spec], others: bytes) -> Spec:
+    table = {spec.name.split("|")[1].upper().encode(): spec for spec in subcommands}
+    return Spec(
+        name, -2, None, None, script=False, subcommands=table, others=frozenset(others.split())
+    )
+
+
 _SPECS = [
     _data("get", 2, datacmds.get),
     _data("set", -3, datacmds.set_),
@@ -84,14 +94,14 @@ _SPECS = [
     _data("hset", -4, datacmds.hset),
     _data("hdel", -3, datacmds.hdel),
     _data("hgetall", 2, datacmds.hgetall, resp3=_map),
-    _data("zadd", -4, datacmds.zadd),
-    _data("zrem", -3, datacmds.zrem),
-    _data("zscore", 3, datacmds.zscore, resp3=_doubles),
-    _data("zcard", 2, datacmds.zcard),
-    _data("zrank", 3, datacmds.zrank),
-    _data("zrange", -4, datacmds.zrange, resp3=_scored),
-    _data("zrangebyscore", -4, datacmds.zrangebyscore, resp3=_scored),
-    _data("zremrangebyscore", 4, datacmds.zremrangebyscore),
+    _data("zadd", -4, zsetcmds.zadd),
+    _data("zrem", -3, zsetcmds.zrem),
+    _data("zscore", 3, zsetcmds.zscore, resp3=_doubles),
+    _data("zcard", 2, zsetcmds.zcard),
+    _data("zrank", 3, zsetcmds.zrank),
+    _data("zrange", -4, zsetcmds.zrange, resp3=_scored),
+    _data("zrangebyscore", -4, zsetcmds.zrangebyscore, resp3=_scored),
+    _data("zremrangebyscore", 4, zsetcmds.zremrangebyscore),
     _server("time", 1, servercmds.time),
     _server("info", -1, servercmds.info, resp3=_info),
     _server("ping", -1, servercmds.ping, pubsub=True),
@@ -101,10 +111,24 @@ _SPECS = [
     _server("spublish", 3, servercmds.spublish),
     _server("eval", -3, servercmds.eval_, script=False),
     _server("evalsha", -3, servercmds.evalsha, script=False),
-    _server("script", -2, servercmds.script, script=False),
+    _container(
+        "script",
+        [
+            _server("script|load", 3, servercmds.script_load, script=False),
+            _server("script|exists", -3, servercmds.script_exists, script=False),
+            _server("script|flush", -2, servercmds.script_flush, script=False),
+        ],
+        b"DEBUG HELP KILL",
+    ),
     _server("auth", -2, servercmds.auth, script=False),
     _server("hello", -1, servercmds.hello, script=False),
-    _server("client", -2, servercmds.client, script=False),
+    _container(
+        "client",
+        [_server("client|setname", 3, servercmds.client_setname, script=False)],
+        # Not SETINFO, MAINT_NOTIFICATIONS (redis-py 8 sends them): Redis 7.2's and later.
+        b"CACHING GETNAME GETREDIR HELP ID INFO KILL LIST NO-EVICT PAUSE REPLY TRACKING "
+        b"TRACKINGINFO UNBLOCK UNPAUSE",
+    ),
     _server("subscribe", -2, servercmds.subscribe, script=False, pubsub=True),
     _server("unsubscribe", -1, servercmds.unsubscribe, script=False, pubsub=True),
     _server("ssubscribe", -2, servercmds.ssubscribe, script=False, pubsub=True),
@@ -126,6 +150,21 @@ def lookup(name: bytes) -> Spec | None:
     return spec
 
 
-def arity_ok(spec: Spec, n: int) -> bool:
-    arity = spec.arity
-    return n == arity if arity > 0 else n >= -arity
+def resolve(args: list[bytes]) -> Spec | Error:
+    """The command ``args`` names, its subcommand for a container; the error
+    Redis gives first for an unknown subcommand. Raises NotModelled for a
+    command (or subcommand) not in the table."""
+    spec = lookup(args[0])
+    if spec is None:
+        raise NotModelled(f"command {args[0]!r}")
+    table = spec.subcommands
+    if table is None or len(args) < 2:
+        return spec
+    word = args[1].upper()
+    found = table.get(word)
+    if found is not None:
+        return found
+    if word in spec.others:
+        raise NotModelled(f"{spec.name.upper()} {word.decode(errors='replace')}")
+    given = args[1].decode(errors="replace")
+    return Error(f"ERR unknown subcommand '{given}'. Try {spec.name.upper()} HELP.")

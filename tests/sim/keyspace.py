@@ -21,7 +21,7 @@ import math
 from collections import deque
 from collections.abc import Callable
 
-__all__ = ["Journal", "Keyspace", "Value", "ZSet"]
+__all__ = ["Entry", "Journal", "Keyspace", "Saved", "Value", "ZSet"]
 
 
 class ZSet:
@@ -85,6 +85,13 @@ def _above(value: float) -> float:
 
 
 Value = bytes | dict[bytes, bytes] | ZSet
+
+Entry = tuple[str, object, int | None]
+"""A key in a snapshot: its type ("string", "hash", "zset"), value and expiry (ms) or None.
+Values: bytes, a dict of the hash's fields, or a list of (member, score) in order."""
+
+Saved = tuple[dict[bytes, Value], dict[bytes, int]]
+"""A database's keys and expiries, copied (``Keyspace.save``)."""
 
 
 def copy_value(value: Value) -> Value:
@@ -199,3 +206,46 @@ class Keyspace:
             if now > at:
                 self.delete(key)
         return list(self.data)
+
+    # Whole-database copies: snapshots to compare, saves to roll back --------------
+
+    def snapshot(self, now: int) -> dict[bytes, Entry]:
+        """Every key alive at ``now``, as plain values (nothing is deleted)."""
+        found: dict[bytes, Entry] = {}
+        for key, value in self.data.items():
+            at = self.expires.get(key)
+            if at is not None and now > at:
+                continue
+            if isinstance(value, bytes):
+                found[key] = ("string", value, at)
+            elif isinstance(value, ZSet):
+                found[key] = ("zset", [(member, score) for score, member in value.order], at)
+            else:
+                found[key] = ("hash", dict(value), at)
+        return found
+
+    def load(self, snapshot: dict[bytes, Entry]) -> None:
+        """Hold exactly ``snapshot`` (as ``snapshot`` gives it)."""
+        self.data.clear()
+        self.expires.clear()
+        for key, (kind, value, at) in snapshot.items():
+            if kind == "string" and isinstance(value, bytes):
+                self.data[key] = value
+            elif kind == "hash" and isinstance(value, dict):
+                self.data[key] = dict(value)
+            elif kind == "zset" and isinstance(value, list):
+                zset = self.data[key] = ZSet()
+                for member, score in value:
+                    zset.add(member, score)
+            else:
+                raise ValueError(f"a key of type {kind} cannot be loaded: {value!r}")
+            if at is not None:
+                self.expires[key] = at
+
+    def save(self) -> Saved:
+        return {key: copy_value(value) for key, value in self.data.items()}, dict(self.expires)
+
+    def restore_all(self, saved: Saved) -> None:
+        data, expires = saved
+        self.data = {key: copy_value(value) for key, value in data.items()}
+        self.expires = dict(expires)

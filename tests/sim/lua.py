@@ -216,12 +216,13 @@ class Lua:
         """Run compiled script ``sha`` with ``words`` (keys, then arguments)."""
         outer, self.host = self.host, host
         try:
-            ok, result = self._run(self.functions[sha], numkeys, *words)
+            out = self._run(self.functions[sha], numkeys, *words)
         finally:
             self.host = outer
         if self.fatal is not None:
             fatal, self.fatal = self.fatal, None
             raise fatal
+        ok, result = out if type(out) is tuple else (out, None)  # a script may return nothing
         if ok:
             return self.reply(result, host.quirks)
         return _script_error(result, sha)

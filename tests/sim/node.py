@@ -3,14 +3,21 @@
 ``SimNode(clock)`` answers ``execute(args, conn=...)`` exactly as the
 ``redis-server`` installed here would, for every command the library's
 scripts and drivers send (``commands.py``), held to it by the differential
-check (``diff.py``). Time is the node's own: ``clock()`` gives its ms, read
-once per command (a script's whole run sees its start, as Redis freezes a
-script's time); :class:`Clock` makes one that drifts from true time.
+check (``diff.py``).
 
-What a node can suffer, besides what the network does to it (pause, delay,
-cut: the network layer's), is here: ``flushall``, ``restart`` (empty, whole,
-or from an append-only file missing its last writes; a promoted replica),
-``evict`` and ``flush_scripts``.
+Time is the node's own: ``clock()`` gives its ms (``clock.Clock`` makes one
+that drifts from true time). Where Redis 7.0 reads its time, the node reads
+its clock: once when a command - or a script - begins, and that instant
+decides which keys have expired for the whole command or script; live for
+``TIME``, ``PTTL`` and the expiry ``SET PX``/``PEXPIRE`` set, even inside a
+script (Redis reads gettimeofday there). A simulation's clock does not move
+while a command runs, so a script sees one frozen time.
+
+What a node can suffer, besides what the network and the loop do to it
+(pause, run slowly, delay, cut: theirs), is here: ``flushall``, ``restart``
+(empty, whole, from an append-only file missing its last writes, as a
+promoted replica), ``evict`` (keys with an expiry, under a volatile-*
+policy) and ``flush_scripts``.
 
 Pub/sub: each connection is a ``conn`` id the caller picks. What a command
 pushes - a (S)SUBSCRIBE's confirmations, a message published to a channel
@@ -21,16 +28,17 @@ command itself then answers :data:`~tests.sim.replies.NOREPLY`.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable
 from typing import Literal
 
-from .commands import Spec, lookup
-from .keyspace import Journal, Keyspace, Value, ZSet, copy_value
+from .commands import COMMANDS, Spec, resolve
+from .keyspace import Entry, Journal, Keyspace, Saved
 from .lua import lua
+from .pubsub import PubSub
 from .replies import Error, NotModelled, Push, Reply
-from .servercmds import DATABASES, confirmation
+from .servercmds import DATABASES
 
-__all__ = ["QUIRKS", "Clock", "Entry", "Session", "SimNode"]
+__all__ = ["QUIRKS", "Entry", "Session", "SimNode"]
 
 QUIRKS = frozenset(
     {
@@ -44,41 +52,12 @@ QUIRKS = frozenset(
 )
 """Differences that can be planted in a node, each one a bug the differential check must catch."""
 
-Entry = tuple[str, object, int | None]
-"""A key in a snapshot: its type ("string", "hash", "zset"), value and expiry (ms) or None.
-Values: bytes, a dict of the hash's fields, or a list of (member, score) in order."""
 
 _RESTRICTED = (
     "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET "
     "are allowed in this context"
 )
 _NOAUTH = Error("NOAUTH Authentication required.")
-
-
-class Clock:
-    """A node's clock in ms: true time (``true_ms()``) at ``rate``, plus ``offset``.
-
-    The rate can change while it runs (``set_rate``): the clock goes on from
-    where it is, never jumps. ``step`` jumps it (an operator or NTP setting it).
-    """
-
-    def __init__(self, true_ms: Callable[[], float], *, rate: float = 1.0, offset: int = 0) -> None:
-        self.true_ms = true_ms
-        self.rate = rate
-        self._anchor = true_ms()
-        self._base = self._anchor + offset
-
-    def __call__(self) -> int:
-        return int(self._base + (self.true_ms() - self._anchor) * self.rate)
-
-    def set_rate(self, rate: float) -> None:
-        now = self.true_ms()
-        self._base += (now - self._anchor) * self.rate
-        self._anchor = now
-        self.rate = rate
-
-    def step(self, ms: int) -> None:
-        self._base += ms
 
 
 class Session:
@@ -127,7 +106,7 @@ class SimNode:
         """``run_id``, ``replid``: the server's ids (40 hex digits; random from ``seed``
         when not given); ``started``: when it started, on its clock (default now:
         ``uptime_in_seconds`` counts from there); ``password``: ``requirepass``;
-        ``journal``: how many of the last write units a ``restart(keep="prefix")``
+        ``journal``: how many of the last write units a ``restart(keep="aof_prefix")``
         can lose (0: none kept); ``quirks``: planted differences (:data:`QUIRKS`)."""
         unknown = set(quirks) - QUIRKS
         if unknown:
@@ -145,11 +124,11 @@ class SimNode:
         self.dbs = [Keyspace(clock, self.journal, self.quirks) for _ in range(DATABASES)]
         self.scripts: set[bytes] = set()  # SHA1s in the script cache
         self.sessions: dict[Hashable, Session] = {}
-        self.channels: dict[bytes, dict[Hashable, None]] = {}  # SUBSCRIBE's
-        self.shard_channels: dict[bytes, dict[Hashable, None]] = {}  # SSUBSCRIBE's
-        self.outbox: dict[Hashable, list[Push]] = {}
+        self.pubsub = PubSub()
+        self.outbox = self.pubsub.outbox  # conn -> what waits to be pushed to it
         self._clients = 0
         self._script: Session | None = None  # the session of the script running
+        self._script_session = Session(0, 0, True)  # reused: one script runs at a time
         self._script_now = 0
 
     @property
@@ -173,9 +152,13 @@ class SimNode:
         session = self.sessions.get(conn)
         if session is None:
             session = self._connect(conn)
-        spec = lookup(args[0])
-        if spec is None:
-            raise NotModelled(f"command {args[0]!r}")
+        spec = COMMANDS.get(args[0])
+        if spec is None or spec.subcommands is not None:
+            found = resolve(args)
+            if type(found) is Error:
+                return found
+            assert isinstance(found, Spec)
+            spec = found
         arity, n = spec.arity, len(args)
         if (n != arity) if arity > 0 else (n < -arity):
             return Error(f"ERR wrong number of arguments for '{spec.name}' command")
@@ -205,7 +188,8 @@ class SimNode:
         self, session: Session, sha: bytes, words: list[bytes], numkeys: int, now: int
     ) -> Reply:
         """Run a loaded script for ``session``; its commands see time ``now``."""
-        run = Session(session.conn, session.client_id, True)
+        run = self._script_session
+        run.conn, run.client_id = session.conn, session.client_id
         run.db = session.db  # a SELECT inside changes the script's database only
         self._script, self._script_now = run, now
         try:
@@ -217,9 +201,13 @@ class SimNode:
         """One ``redis.call`` of the script running (``ScriptHost``)."""
         run = self._script
         assert run is not None
-        spec: Spec | None = lookup(args[0])
-        if spec is None:
-            raise NotModelled(f"command {args[0]!r} in a script")
+        spec = COMMANDS.get(args[0])
+        if spec is None or spec.subcommands is not None:
+            found = resolve(args)
+            if type(found) is Error:
+                raise NotModelled(f"{args[:2]!r} in a script")
+            assert isinstance(found, Spec)
+            spec = found
         arity, n = spec.arity, len(args)
         if (n != arity) if arity > 0 else (n < -arity):
             return Error("ERR Wrong number of args calling Redis command from script")
@@ -231,66 +219,17 @@ class SimNode:
         assert spec.server is not None
         return spec.server(self, run, args, self._script_now)
 
-    # Pub/sub ----------------------------------------------------------------
+    # Connections ------------------------------------------------------------
 
     def take(self, conn: Hashable) -> list[Push]:
         """What was pushed to ``conn`` since the last take, in order."""
         return self.outbox.pop(conn, [])
 
-    def _push(self, conn: Hashable, message: Push) -> None:
-        box = self.outbox.get(conn)
-        if box is None:
-            self.outbox[conn] = [message]
-        else:
-            box.append(message)
-
-    def publish(
-        self,
-        registry: dict[bytes, dict[Hashable, None]],
-        kind: bytes,
-        channel: bytes,
-        message: bytes,
-    ) -> int:
-        receivers = registry.get(channel)
-        if not receivers:
-            return 0
-        for conn in receivers:
-            self._push(conn, Push([kind, channel, message]))
-        return len(receivers)
-
-    def subscribe(self, session: Session, shard: bool, channels: Sequence[bytes]) -> None:
-        registry = self.shard_channels if shard else self.channels
-        mine = session.shard_channels if shard else session.channels
-        for channel in channels:
-            if channel not in mine:
-                mine[channel] = None
-                registry.setdefault(channel, {})[session.conn] = None
-            kind = b"ssubscribe" if shard else b"subscribe"
-            self._push(session.conn, confirmation(kind, channel, len(mine)))
-        session.subscribed = True
-
-    def unsubscribe(self, session: Session, shard: bool, channels: Sequence[bytes]) -> None:
-        registry = self.shard_channels if shard else self.channels
-        mine = session.shard_channels if shard else session.channels
-        kind = b"sunsubscribe" if shard else b"unsubscribe"
-        if not channels and not mine:
-            self._push(session.conn, confirmation(kind, None, 0))
-        for channel in list(channels or mine):
-            if channel in mine:
-                del mine[channel]
-                listeners = registry[channel]
-                del listeners[session.conn]
-                if not listeners:
-                    del registry[channel]
-            self._push(session.conn, confirmation(kind, channel, len(mine)))
-        session.subscribed = bool(session.channels or session.shard_channels)
-
     def disconnect(self, conn: Hashable) -> None:
         """Connection ``conn`` is closed: its subscriptions and pending pushes go."""
         session = self.sessions.pop(conn, None)
         if session is not None:
-            self.unsubscribe(session, False, ())
-            self.unsubscribe(session, True, ())
+            self.pubsub.drop(session)
         self.outbox.pop(conn, None)
 
     # What a node can suffer -------------------------------------------------
@@ -309,7 +248,7 @@ class SimNode:
 
     def restart(
         self,
-        keep: Literal["none", "all", "prefix"] = "none",
+        keep: Literal["none", "all", "aof_prefix"] = "none",
         *,
         lost: int = 0,
         run_id: str | None = None,
@@ -320,7 +259,7 @@ class SimNode:
         unless given), no scripts, no connections, ``started`` now unless given.
 
         ``keep``: ``"none"`` empty (no persistence); ``"all"`` every write
-        kept; ``"prefix"`` the last ``lost`` write units lost (an append-only
+        kept; ``"aof_prefix"`` the last ``lost`` write units lost (an append-only
         file missing its last writes; with ``started`` in the past, a
         promoted replica that lagged; with ``run_id=node.run_id``, a primary
         failed over and back). Returns how many units were lost (at most what
@@ -331,9 +270,9 @@ class SimNode:
             for db in self.dbs:
                 db.data.clear()
                 db.expires.clear()
-        elif keep == "prefix":
+        elif keep == "aof_prefix":
             if self.journal is None:
-                raise ValueError("restart(keep='prefix') needs SimNode(journal=N)")
+                raise ValueError("restart(keep='aof_prefix') needs SimNode(journal=N)")
             undone = self.journal.undo(lost)
         if self.journal is not None:
             self.journal.units.clear()
@@ -344,9 +283,7 @@ class SimNode:
         self.pid = 1000 + self.rng.randrange(60000)
         self.scripts.clear()
         self.sessions.clear()
-        self.channels.clear()
-        self.shard_channels.clear()
-        self.outbox.clear()
+        self.pubsub.clear()
         return undone
 
     def evict(self, policy: str = "volatile-ttl", count: int = 1) -> list[bytes]:
@@ -378,52 +315,17 @@ class SimNode:
 
     def snapshot(self, db: int = 0) -> dict[bytes, Entry]:
         """Database ``db`` as of now: key -> (type, value, expiry or None), the
-        expired keys left out."""
-        now = self.clock()
-        space = self.dbs[db]
-        found: dict[bytes, Entry] = {}
-        for key, value in space.data.items():
-            at = space.expires.get(key)
-            if at is not None and now > at:
-                continue
-            if type(value) is bytes:
-                found[key] = ("string", value, at)
-            elif isinstance(value, ZSet):
-                found[key] = ("zset", [(member, score) for score, member in value.order], at)
-            elif isinstance(value, dict):
-                found[key] = ("hash", dict(value), at)
-        return found
+        expired keys left out (``Keyspace.snapshot``)."""
+        return self.dbs[db].snapshot(self._clock())
 
     def load(self, snapshot: dict[bytes, Entry], db: int = 0) -> None:
         """Make database ``db`` hold exactly ``snapshot`` (as ``snapshot()`` gives it)."""
-        space = self.dbs[db]
-        space.data.clear()
-        space.expires.clear()
-        for key, (kind, value, at) in snapshot.items():
-            if kind == "string":
-                assert isinstance(value, bytes)
-                space.data[key] = value
-            elif kind == "hash":
-                assert isinstance(value, dict)
-                space.data[key] = dict(value)
-            elif kind == "zset":
-                assert isinstance(value, list)
-                zset = space.data[key] = ZSet()
-                for member, score in value:
-                    zset.add(member, score)
-            else:
-                raise NotModelled(f"a key of type {kind}")
-            if at is not None:
-                space.expires[key] = at
+        self.dbs[db].load(snapshot)
 
-    def checkpoint(self) -> list[tuple[dict[bytes, Value], dict[bytes, int]]]:
+    def checkpoint(self) -> list[Saved]:
         """A copy of every database's keys and expiries (``rollback`` restores it)."""
-        return [
-            ({key: copy_value(value) for key, value in db.data.items()}, dict(db.expires))
-            for db in self.dbs
-        ]
+        return [db.save() for db in self.dbs]
 
-    def rollback(self, state: list[tuple[dict[bytes, Value], dict[bytes, int]]]) -> None:
-        for db, (data, expires) in zip(self.dbs, state, strict=True):
-            db.data = {key: copy_value(value) for key, value in data.items()}
-            db.expires = dict(expires)
+    def rollback(self, state: list[Saved]) -> None:
+        for db, saved in zip(self.dbs, state, strict=True):
+            db.restore_all(saved)

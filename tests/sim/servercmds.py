@@ -19,7 +19,6 @@ from .replies import (
     SYNTAX,
     Error,
     NotModelled,
-    Push,
     Reply,
     Status,
     parse_int,
@@ -30,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "auth",
-    "client",
+    "client_setname",
     "eval_",
     "evalsha",
     "flushall",
@@ -38,7 +37,9 @@ __all__ = [
     "info",
     "ping",
     "publish",
-    "script",
+    "script_exists",
+    "script_flush",
+    "script_load",
     "select",
     "spublish",
     "ssubscribe",
@@ -203,35 +204,24 @@ def evalsha(node: SimNode, session: Session, args: list[bytes], now: int) -> Rep
     return node.run_script(session, sha, args[3:], numkeys, now)
 
 
-def script(node: SimNode, session: Session, args: list[bytes], now: int) -> Reply:
-    sub = args[1].upper()
-    n = len(args)
-    if sub == b"LOAD":
-        if n != 3:
-            return Error("ERR wrong number of arguments for 'script|load' command")
-        return load(node, args[2])
-    if sub == b"EXISTS":
-        if n < 3:
-            return Error("ERR wrong number of arguments for 'script|exists' command")
-        return [int(sha.lower() in node.scripts) for sha in args[2:]]
-    if sub == b"FLUSH":
-        if n > 3:
-            return Error("ERR wrong number of arguments for 'script|flush' command")
-        if n == 3 and args[2].upper() not in (b"SYNC", b"ASYNC"):
-            return Error("ERR SCRIPT FLUSH only support SYNC|ASYNC option")
-        node.flush_scripts()
-        return OK
-    if sub in (b"DEBUG", b"KILL", b"HELP"):
-        raise NotModelled(f"SCRIPT {sub.decode()}")
-    return Error(f"ERR unknown subcommand '{args[1].decode(errors='replace')}'. Try SCRIPT HELP.")
+def script_load(node: SimNode, session: Session, args: list[bytes], now: int) -> Reply:
+    return load(node, args[2])
+
+
+def script_exists(node: SimNode, session: Session, args: list[bytes], now: int) -> Reply:
+    return [int(sha.lower() in node.scripts) for sha in args[2:]]
+
+
+def script_flush(node: SimNode, session: Session, args: list[bytes], now: int) -> Reply:
+    if len(args) > 3:
+        return Error("ERR wrong number of arguments for 'script|flush' command")
+    if len(args) == 3 and args[2].upper() not in (b"SYNC", b"ASYNC"):
+        return Error("ERR SCRIPT FLUSH only support SYNC|ASYNC option")
+    node.flush_scripts()
+    return OK
 
 
 # Handshakes -----------------------------------------------------------------
-
-_CLIENT_SUBCOMMANDS = frozenset(
-    b"CACHING GETNAME GETREDIR HELP ID INFO KILL LIST NO-EVICT PAUSE REPLY TRACKING "
-    b"TRACKINGINFO UNBLOCK UNPAUSE".split()
-)
 
 
 def _login(node: SimNode, session: Session, user: bytes | None, password: bytes) -> Reply:
@@ -283,8 +273,8 @@ def hello(node: SimNode, session: Session, args: list[bytes], now: int) -> Reply
     if not session.authed:
         return Error(
             "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
-            "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
-            "select the RESP protocol version at the same time"
+            "HELLO AUTH <user> <pass> option can be used to authenticate the client and select "
+            "the RESP protocol version at the same time"
         )
     session.proto = proto
     if name is not None:
@@ -300,51 +290,39 @@ def hello(node: SimNode, session: Session, args: list[bytes], now: int) -> Reply
     }
 
 
-def client(node: SimNode, session: Session, args: list[bytes], now: int) -> Reply:
-    sub = args[1].upper()
-    if sub == b"SETNAME":
-        if len(args) != 3:
-            return Error("ERR wrong number of arguments for 'client|setname' command")
-        if any(c <= 32 or c >= 127 for c in args[2]):
-            return Error("ERR Client names cannot contain spaces, newlines or special characters.")
-        session.name = args[2]
-        return OK
-    if sub in _CLIENT_SUBCOMMANDS:
-        raise NotModelled(f"CLIENT {sub.decode()}")
-    # SETINFO and MAINT_NOTIFICATIONS, which redis-py 8 sends, are Redis 7.2's and later.
-    return Error(f"ERR unknown subcommand '{args[1].decode(errors='replace')}'. Try CLIENT HELP.")
+def client_setname(node: SimNode, session: Session, args: list[bytes], now: int) -> Reply:
+    if any(c <= 32 or c >= 127 for c in args[2]):
+        return Error("ERR Client names cannot contain spaces, newlines or special characters.")
+    session.name = args[2]
+    return OK
 
 
 # Pub/sub --------------------------------------------------------------------
 
 
 def publish(node: SimNode, session: Session, args: list[bytes], now: int) -> Reply:
-    return node.publish(node.channels, b"message", args[1], args[2])
+    return node.pubsub.publish(False, args[1], args[2])
 
 
 def spublish(node: SimNode, session: Session, args: list[bytes], now: int) -> Reply:
-    return node.publish(node.shard_channels, b"smessage", args[1], args[2])
+    return node.pubsub.publish(True, args[1], args[2])
 
 
 def subscribe(node: SimNode, session: Session, args: list[bytes], now: int) -> Reply:
-    node.subscribe(session, False, args[1:])
+    node.pubsub.subscribe(session, False, args[1:])
     return NOREPLY
 
 
 def ssubscribe(node: SimNode, session: Session, args: list[bytes], now: int) -> Reply:
-    node.subscribe(session, True, args[1:])
+    node.pubsub.subscribe(session, True, args[1:])
     return NOREPLY
 
 
 def unsubscribe(node: SimNode, session: Session, args: list[bytes], now: int) -> Reply:
-    node.unsubscribe(session, False, args[1:])
+    node.pubsub.unsubscribe(session, False, args[1:])
     return NOREPLY
 
 
 def sunsubscribe(node: SimNode, session: Session, args: list[bytes], now: int) -> Reply:
-    node.unsubscribe(session, True, args[1:])
+    node.pubsub.unsubscribe(session, True, args[1:])
     return NOREPLY
-
-
-def confirmation(kind: bytes, channel: bytes | None, count: int) -> Push:
-    return Push([kind, channel, count])

@@ -20,9 +20,10 @@ import sys
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
+from .clock import Clock
 from .loop import SimLoop
 from .net import RESP, Codec, Network, NodeLike, Server
-from .node import Clock, SimNode
+from .node import SimNode
 from .process import Driver, SimProcess
 
 __all__ = ["EPOCH_NS", "Simulation", "real_io_seen"]

@@ -46,8 +46,8 @@ class Step:
     label: str = ""
 
 
-class Workload:
-    """Random steps from one seed; ``run_id``/``replid``: the real server's, so epochs match."""
+class _Draws:
+    """The pools random steps draw from, what the real database last held, and prior states."""
 
     def __init__(self, rng: random.Random, run_id: str, replid: str) -> None:
         self.rng = rng
@@ -92,6 +92,72 @@ class Workload:
 
     def _readers(self, layout: KeyLayout) -> bytes:
         return self.rng.choice((layout.readers, layout.fair_readers))
+
+    def _key(self, kind: str | None = None) -> bytes:
+        """A key, most often one the database holds (so commands meet values, types,
+        expiries), of type ``kind`` when one is."""
+        held = sorted(key for key, entry in self.state.items() if kind in (None, entry[0]))
+        if held and self.rng.random() < 0.6:
+            return self.rng.choice(held)
+        layout = self._layout()
+        pool = (layout.lock, layout.fence, layout.readers, layout.writer_waiting)
+        return self.rng.choice((*pool, layout.fair_queue, EPOCH, NOTICES, b"k1", b"k2"))
+
+    def _member(self, key: bytes) -> bytes:
+        """A member of ``key`` when it is a sorted set, else a token or a waiter id."""
+        entry = self.state.get(key)
+        if entry is not None and entry[0] == "zset" and entry[1] and self.rng.random() < 0.7:
+            members = entry[1]
+            assert isinstance(members, list)
+            return bytes(self.rng.choice(members)[0])
+        return self.rng.choice((*self.tokens, *self.waiters))
+
+    # Prior states ---------------------------------------------------------------
+
+    def prior(self) -> list[Step]:
+        """Commands that build a random starting state (on an empty database)."""
+        r, now, steps = self.rng, self.now, []
+
+        def add(*args: bytes) -> None:
+            steps.append(Step(list(args), label="prior " + args[0].decode()))
+
+        if r.random() < 0.7:
+            own = r.choice(self.ids)
+            run = self.run_id if r.random() < 0.8 else b"%040x" % r.getrandbits(160)
+            fields = [b"id", own, b"run", run, b"born", b"%d" % (now - r.randrange(10**6))]
+            if r.random() < 0.85:
+                fields += [b"repl", self.replid if r.random() < 0.85 else b"%040x" % 7]
+            view = b"," + own + b","
+            add(b"HSET", EPOCH, *fields, view, b"1")
+            add(b"SET", EPOCH + b":" + view, b"1", b"PX", b"%d" % self._ttl())
+            if r.random() < 0.4:
+                add(b"HSET", NOTICES, self._heard(0.5), b"%d" % (now - r.randrange(5000)))
+        for layout in LAYOUTS:
+            if r.random() < 0.4:
+                add(b"SET", layout.lock, self._token(), b"PX", b"%d" % self._ttl())
+            if r.random() < 0.3:
+                value = r.choice((b"%d" % (now // 1000 * 1_000_000 + 5), b"12", b"junk"))
+                add(b"SET", layout.fence, value)
+            if r.random() < 0.3:
+                add(b"ZADD", layout.readers, b"%d" % (now + r.randrange(-50, 500)), self._token())
+            if r.random() < 0.15:
+                add(b"SET", layout.writer_waiting, r.choice(self.waiters), b"PX", b"500")
+            if r.random() < 0.3:
+                ticket = b"%d" % (now - r.randrange(100))
+                add(b"ZADD", layout.fair_queue, ticket, r.choice(self.waiters))
+                add(
+                    b"ZADD",
+                    layout.heartbeats,
+                    b"%d" % (now + r.randrange(-20, 200)),
+                    r.choice(self.waiters),
+                )
+            if r.random() < 0.1:  # a key of the wrong type where a script expects a string
+                add(r.choice((b"HSET", b"ZADD")), layout.lock, b"1", self._token())
+        return steps
+
+
+class Workload(_Draws):
+    """Random steps from one seed; ``run_id``/``replid``: the real server's, so epochs match."""
 
     # Script arguments ----------------------------------------------------------
 
@@ -196,23 +262,6 @@ class Workload:
 
     # Raw commands -------------------------------------------------------------
 
-    def _key(self) -> bytes:
-        """A key, most often one the database holds (so commands meet values, types, expiries)."""
-        if self.state and self.rng.random() < 0.6:
-            return self.rng.choice(sorted(self.state))
-        layout = self._layout()
-        pool = (layout.lock, layout.fence, layout.readers, layout.writer_waiting)
-        return self.rng.choice((*pool, layout.fair_queue, EPOCH, NOTICES, b"k1", b"k2"))
-
-    def _member(self, key: bytes) -> bytes:
-        """A member of ``key`` when it is a sorted set, else a token or a waiter id."""
-        entry = self.state.get(key)
-        if entry is not None and entry[0] == "zset" and entry[1] and self.rng.random() < 0.7:
-            members = entry[1]
-            assert isinstance(members, list)
-            return bytes(self.rng.choice(members)[0])
-        return self.rng.choice((*self.tokens, *self.waiters))
-
     def _number(self) -> bytes:
         return self.rng.choice(
             (b"0", b"1", b"-5", b"007", b"+3", b"1.5", b"abc", b"9223372036854775807", b"")
@@ -223,10 +272,11 @@ class Workload:
         key, token = self._key(), self._token()
         score = b"%d" % (self.now + r.randrange(-100, 100))
         member = self._member(key)
+        zset = self._key("zset")
         choices: list[Callable[[], list[bytes]]] = [
             lambda: [b"GET", key],
             lambda: [b"SET", key, token, *self._set_options()],
-            lambda: [b"SET", key, token, *self._set_options()],
+            lambda: [b"SET", self._key(), token, *r.choice(([], [b"XX"], [b"KEEPTTL"]))],
             lambda: [b"INCR", key],
             lambda: [b"DEL", key, self._key()],
             lambda: [b"EXISTS", key, key, self._key()],
@@ -238,7 +288,7 @@ class Workload:
             lambda: [b"HDEL", key, b"f", b"id"],
             lambda: [b"HGETALL", key],
             lambda: [b"ZADD", key, *r.sample((b"NX", b"XX"), r.randrange(0, 3)), score, member],
-            lambda: [b"ZADD", key, r.choice((b"NX", b"XX")), score, member],
+            lambda: [b"ZADD", zset, r.choice((b"NX", b"XX")), score, self._member(zset)],
             lambda: [b"ZADD", key, score, member, r.choice((score, b"inf", b"x")), token],
             lambda: [b"ZREM", key, member, token],
             lambda: [b"ZSCORE", key, member],
@@ -264,8 +314,10 @@ class Workload:
             lambda: [b"HELLO", r.choice((b"3", b"4", b"x"))],
         ]
         args = r.choice(choices)()
-        if args[0] == b"HELLO":
-            return Step(args, "resp3", "raw HELLO")
+        if args[0] == b"HELLO":  # the main connection stays RESP2 (the dump reads it)
+            return Step(args, "resp3", "raw " + args[0].decode())
+        if r.random() < 0.02:  # on the subscribed connection: only (S)(UN)SUBSCRIBE and PING
+            return Step(r.choice(([b"PING"], [b"PING", token], args)), "sub", "subscribed")
         conn = "resp3" if r.random() < 0.2 else "main"
         return Step(args, conn, "raw " + args[0].decode())
 
@@ -283,49 +335,6 @@ class Workload:
             options.append(b"KEEPTTL")
         r.shuffle(options)
         return options
-
-    # Prior states ---------------------------------------------------------------
-
-    def prior(self) -> list[Step]:
-        """Commands that build a random starting state (on an empty database)."""
-        r, now, steps = self.rng, self.now, []
-
-        def add(*args: bytes) -> None:
-            steps.append(Step(list(args), label="prior " + args[0].decode()))
-
-        if r.random() < 0.7:
-            own = r.choice(self.ids)
-            run = self.run_id if r.random() < 0.8 else b"%040x" % r.getrandbits(160)
-            fields = [b"id", own, b"run", run, b"born", b"%d" % (now - r.randrange(10**6))]
-            if r.random() < 0.85:
-                fields += [b"repl", self.replid if r.random() < 0.85 else b"%040x" % 7]
-            view = b"," + own + b","
-            add(b"HSET", EPOCH, *fields, view, b"1")
-            add(b"SET", EPOCH + b":" + view, b"1", b"PX", b"%d" % self._ttl())
-            if r.random() < 0.4:
-                add(b"HSET", NOTICES, self._heard(0.5), b"%d" % (now - r.randrange(5000)))
-        for layout in LAYOUTS:
-            if r.random() < 0.4:
-                add(b"SET", layout.lock, self._token(), b"PX", b"%d" % self._ttl())
-            if r.random() < 0.3:
-                value = r.choice((b"%d" % (now // 1000 * 1_000_000 + 5), b"12", b"junk"))
-                add(b"SET", layout.fence, value)
-            if r.random() < 0.3:
-                add(b"ZADD", layout.readers, b"%d" % (now + r.randrange(-50, 500)), self._token())
-            if r.random() < 0.15:
-                add(b"SET", layout.writer_waiting, r.choice(self.waiters), b"PX", b"500")
-            if r.random() < 0.3:
-                ticket = b"%d" % (now - r.randrange(100))
-                add(b"ZADD", layout.fair_queue, ticket, r.choice(self.waiters))
-                add(
-                    b"ZADD",
-                    layout.heartbeats,
-                    b"%d" % (now + r.randrange(-20, 200)),
-                    r.choice(self.waiters),
-                )
-            if r.random() < 0.1:  # a key of the wrong type where a script expects a string
-                add(r.choice((b"HSET", b"ZADD")), layout.lock, b"1", self._token())
-        return steps
 
     def next(self) -> Step:
         return self.script() if self.rng.random() < 0.7 else self.raw()

@@ -41,6 +41,7 @@ OURS = {
     "token": "redlock.adopt(name, token)",
     "additional_time": "extend(ttl)",
     "replace_ttl": "extend(ttl)",
+    "lock_class": "redlock.lock, rwlock, semaphore, multilock",
     # pottery
     "auto_release_time": "ttl=",
     "num_extensions": "auto_extend=",
@@ -51,6 +52,8 @@ OURS = {
     "expire": "ttl=",
     "auto_renewal": "auto_extend=",
     "id": "redlock.adopt(name, token)",
+    "strict": "LockNotOwned",
+    "signal_expire": "wake_on_release=True",
 }
 
 # The keywords the brief of issue 38 names: each must be answered on every factory.

@@ -36,7 +36,21 @@ def test_the_default_world_is_the_real_one() -> None:
     assert world.token_bytes is secrets.token_bytes
     assert world.hostname is socket.gethostname
     assert world.getpid is os.getpid
-    assert world.getaddrinfo is socket.getaddrinfo
+    # The resolver is the socket module's at each call, so a resolver an
+    # application installs there (tests/integration/test_connect.py) is heard.
+    seen: list[str] = []
+
+    def resolver(host: str, *args: object, **kwargs: object) -> list[tuple[object, ...]]:
+        seen.append(host)
+        return []
+
+    real = socket.getaddrinfo
+    socket.getaddrinfo = resolver  # type: ignore[assignment]
+    try:
+        assert world.getaddrinfo("example.invalid", 6379) == []
+    finally:
+        socket.getaddrinfo = real
+    assert seen == ["example.invalid"]
     assert isinstance(world.rng, random.Random)
 
 
