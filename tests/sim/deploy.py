@@ -30,10 +30,11 @@ from redlock_async import Redlock
 from redlock_async._engine._epochs import Epochs
 
 from ..faults.history import ACQUIRE_OPS, Event
+from .clock import Clock
 from .faults import Fault
 from .mixed import COUNTERS, SIM_MIX, Board, Recorder, Resource, SimMixed, start_mixed
 from .nemesis import Nemesis
-from .node import Clock, SimNode
+from .node import SimNode
 from .process import SimProcess
 from .sim import Simulation
 

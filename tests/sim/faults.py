@@ -78,7 +78,7 @@ def _restart(keep: str, *, replica: bool = False) -> Apply:
             server = dep.sim.servers[index]
             node = dep.nodes[index]
             extra: dict[str, object] = {}
-            if keep == "prefix":
+            if keep == "aof_prefix":
                 extra["lost"] = max(1, int(fault.amount))
             if replica:  # up for an hour already: its uptime says nothing
                 extra["started"] = node.clock() - 3_600_000
@@ -252,9 +252,9 @@ _KINDS = (
     Kind("restart-node-empty", "node", _restart("none"), loses_data=True, restarts=True,
          silences=True),
     Kind("flushall", "node", _flushall, loses_data=True),
-    Kind("restart-aof-prefix", "node", _restart("prefix"), loses_data=True, restarts=True,
+    Kind("restart-aof-prefix", "node", _restart("aof_prefix"), loses_data=True, restarts=True,
          silences=True),
-    Kind("promote-replica", "node", _restart("prefix", replica=True), loses_data=True,
+    Kind("promote-replica", "node", _restart("aof_prefix", replica=True), loses_data=True,
          restarts=True, silences=True),
     Kind("evict", "node", _evict, loses_data=True, pending=True),
     # Nodes that lose nothing.
