@@ -202,6 +202,16 @@ class SimMixed(Mixed):
                         fence=lock.fencing_token, valid_until=claim)  # fmt: skip
         return token
 
+    async def hold(self, lock: Lock, kind: str, res: str, token: str, seconds: float) -> bool:
+        """As the fault tier's, and a renewed holder whose process was stopped past
+        its validity (a pause, a stall) finds it gone as it resumes: its claim
+        ends there (told), whether or not the renewal has said so yet."""
+        kept = await super().hold(lock, kind, res, token, seconds)
+        if kept and lock.options.auto_extend and not lock.held:
+            self.lost(kind, res, token, lock.ttl)
+            return False
+        return kept
+
     # -- across processes --------------------------------------------------
 
     async def handoff(self) -> None:

@@ -211,8 +211,10 @@ class Nemesis:
         elif name == "wall-step":
             amount = rng.choice((-1.0, 1.0)) * rng.uniform(1.0, 3600.0)
         now = self.dep.sim.loop.time()
-        # Heals of one kind in the order the faults came (the fault tier pairs them so).
-        duration = max(duration, self.last_heal.get(name, now) - now)
+        # Heals of one kind in the order the faults came (the fault tier pairs
+        # them so); a deferred fault's come when it happens.
+        if not kind.deferred:
+            duration = max(duration, self.last_heal.get(name, now) - now)
         return Fault(self.ids, name, now, duration, hit_nodes, hit_workers, amount)
 
     def apply(self, fault: Fault, kind: Kind) -> None:
