@@ -125,14 +125,14 @@ def _read(epochs: Epochs, answers: Answers) -> list[Field]:
     fields: list[Field] = []
     for index, (reply, heard) in answers.items():
         name = epochs.names[index]
-        if reply[1]:
+        if isinstance(reply[1], bytes) and reply[1]:
             _warn_once(
-                f"evict:{name}",
+                f"evict:{name.partition('#')[0]}",  # the server, not the client object
                 "redlock_async: %s has a maxmemory and maxmemory-policy %r: it may evict a "
                 "held lock's key and grant the name again; set maxmemory-policy noeviction "
                 "on lock nodes (docs/guarantees.md, 'Eviction')",
                 name,
-                reply[1],
+                reply[1].decode(),
             )
         k = reply[2] if type(reply[2]) is int else 0
         for field, epoch in zip(reply[3 : 3 + k : 2], reply[4 : 3 + k : 2], strict=False):
