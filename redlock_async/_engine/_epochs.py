@@ -1,21 +1,12 @@
 """Epochs: the restart rule for every process, whatever ttls they use.
 
-A node that lost its data must not vote while a grant it forgot can be
-valid; which grants those were, only the other nodes know. The rule, its
-model and its proof are docs/guarantees.md's ("Restarted nodes"); the
-scripts are ``lua/_epoch.lua`` and ``lua/census.lua``. Here, one Redlock's
-part (or one hash slot's, ``_slots.py``):
-
-- the *view*: each node's epoch by position (its place among the nodes
-  sorted by name), ``-`` where not yet confirmed - an unheard node claims
-  nothing; every granting script carries it, and a node whose epoch is not
-  in it answers STALE;
-- the *census*: reads every node's epoch, live records and notices; an
-  epoch enters the view once two censuses in a row heard it; the second
-  leaves what the first heard on the nodes as notices (a notice names the
-  newest epoch of a position: every older one there is dead);
-- a node is *suspect* - its yes votes do not count - while a live record
-  names, at its position, an epoch not its own (``lost_until``).
+The model, the rule and its proof: docs/guarantees.md, "Restarted nodes";
+the scripts: ``lua/_epoch.lua``, ``lua/census.lua``. Here, one Redlock's
+part (or one hash slot's, ``_slots.py``): its *view* (each node's epoch by
+position, ``-`` where not confirmed; a node whose epoch is not in it answers
+STALE), the *censuses* that confirm epochs (two in a row must hear one; the
+second leaves what the first heard as notices), and who is *suspect*: a node
+where a live record names another epoch at its position (``lost_until``).
 """
 
 from __future__ import annotations
@@ -39,17 +30,15 @@ __all__ = ["Epochs", "born", "lost_until"]
 _log = logging.getLogger("redlock_async.node")
 _warned: set[str] = set()  # nodes flagged once per process (eviction, a foreign node list)
 
-# Record values are whole milliseconds and each node reads its clock once
-# per script: a record's end is stretched by this much more.
-_SLACK = 0.002
+_SLACK = 0.002  # records' ends are whole ms, each node's clock read once a script
 UNHEARD = b"-"
 
 Answers = dict[int, tuple[list[object], float]]
 """A census's answers by node index, each with the loop time it came."""
 
 Field = tuple[tuple[bytes, ...] | None, frozenset[bytes], float]
-"""A live record: its view's epochs by position (None: another node
-list's), the same as a set, and the local loop time by which it has expired."""
+"""A live record: its epochs by position (None: another list's), as a set,
+and the loop time by which it has expired."""
 
 
 def born(epoch: bytes) -> int:
@@ -60,31 +49,24 @@ def born(epoch: bytes) -> int:
 def lost_until(epoch: bytes, position: int, fields: list[Field]) -> float:
     """Until when (loop time) the node at ``position``, now of ``epoch``, may
     have lost grants still valid: the latest end of a record naming another
-    epoch there (0: none). A record of another node list cannot say whose
-    its epochs are: it counts when it lacks ``epoch``.
-
+    epoch there (0: none); one of another list counts when it lacks ``epoch``.
     Looked up at call time: the fault suite's mutant ``per-redlock-restart-rule``
-    swaps it for one that finds nothing.
-    """
-    return max(
-        (
-            end
-            for entries, epochs, end in fields
-            if (
-                epoch not in epochs
-                if entries is None
-                else position < len(entries) and entries[position] not in (UNHEARD, epoch)
-            )
-        ),
-        default=0.0,
-    )
+    swaps it for one that finds nothing."""
+    ends = [0.0]
+    for entries, epochs, end in fields:
+        if entries is None:
+            if epoch not in epochs:
+                ends.append(end)
+        elif position < len(entries) and entries[position] not in (UNHEARD, epoch):
+            ends.append(end)
+    return max(ends)
 
 
 def _collect(
     tally: Tally, loop: asyncio.AbstractEventLoop, done: Callable[[Answers], None]
 ) -> None:
-    """Gather a census's answers, each with the loop time it came; ``done``
-    once, after every node answered or at the tally's deadline."""
+    """A census's answers, with the loop time each came, to ``done`` once:
+    after every node answered, or at the tally's deadline."""
     answers: Answers = {}
     left = [tally.n]
 
@@ -108,6 +90,13 @@ def _collect(
     for index in range(tally.n):
         tally.when_settled(index, partial(answer, index))
     tally.when_expired(finish)
+
+
+_SUSPECT = (
+    "redlock_async: %s lost its data while grants it may have held can still be valid: its "
+    "votes do not count for %.1fs, until the records of the views naming its old epoch "
+    "expire (1.25 x the longest ttl used lately on this prefix; docs/guarantees.md)"
+)
 
 
 def _warn_once(key: str, message: str, *args: object) -> None:
@@ -170,9 +159,7 @@ class Epochs:
     """This Redlock's view of the nodes' epochs, and the censuses that update it."""
 
     def __init__(self, quorum: Quorum, key: bytes, drift: float, *, slotted: bool = False) -> None:
-        """``slotted``: one hash slot's, of a Redlock with a Redis Cluster node
-        (``_slots.py``): a node that lost grants still valid is kept out of the
-        view until they expire, not held by its restart watch."""
+        """``slotted``: one hash slot's (``_slots.py``)."""
         self._quorum = quorum
         self._key = key
         self.drift = drift
@@ -180,14 +167,9 @@ class Epochs:
         # A node's position is its place in the list the Redlock was given:
         # every process on a prefix lists the same nodes in the same order.
         self.mark = b"n%d" % quorum.n
-        # Each node's epoch as the view holds it: confirmed by two censuses
-        # in a row (see _finish); None: not in the view, the node answers STALE.
-        self.ids: list[bytes | None] = [None] * quorum.n
-        # An epoch one census heard, to be confirmed by the next that hears it.
-        self.candidates: list[bytes | None] = [None] * quorum.n
-        # Censuses have run until none was needed any more: the first grant
-        # waits for that, later ones never do (an outage must not slow each).
-        self.ready = False
+        self.ids: list[bytes | None] = [None] * quorum.n  # the view's (None: '-')
+        self.candidates: list[bytes | None] = [None] * quorum.n  # heard once
+        self.ready = False  # the first grant waits for the censuses, later ones never
         self._running = False  # a census is scheduled or in flight
         self._again = False  # a node answered STALE after it was sent
         self._waiters: list[asyncio.Future[None]] = []
@@ -195,9 +177,7 @@ class Epochs:
         self.closed = False
         self.count = 0  # censuses sent (tests; the docs' cost figures)
         self.slotted = slotted
-        # Slotted: nodes kept out of the view while grants they may have lost
-        # can be valid: index -> (its epoch, loop time it may come in).
-        self.held = Held(self.admit)
+        self.held = Held(self.admit)  # suspect nodes, out of the view until their time
         self.view = b""  # the key of the view's record (lua/_epoch.lua)
         self._set_view()
         if slotted:
@@ -224,10 +204,8 @@ class Epochs:
         )
 
     def _restarted(self, index: int) -> None:
-        """Node ``index`` showed a new run_id: restarted from disk, or a
-        promoted replica, it may keep its epoch but not the last grants. Its
-        yes votes are held and its epoch leaves the view until two censuses
-        read it again (the first gives it a new epoch: census.lua)."""
+        """Node ``index`` showed a new run_id: it may keep its epoch but not the
+        last grants; held, and out of the view, until two censuses read it."""
         self.ids[index] = self.candidates[index] = None
         self._set_view()
         watches = self._quorum.watches
@@ -237,13 +215,13 @@ class Epochs:
         self.request()
 
     def forget(self, index: int) -> None:
-        """Slotted: node ``index`` restarted; out of the view until censuses read it again."""
+        """Node ``index`` restarted: out of the view until censuses read it again."""
         self.ids[index] = self.candidates[index] = None
         self.held.drop(index)
         self._set_view()
 
     def admit(self, index: int, epoch: bytes) -> None:
-        """Slotted: node ``index``'s ``epoch`` joins the view (its hold is over)."""
+        """Node ``index``'s ``epoch`` joins the view (its hold is over)."""
         if not self.closed:
             self.ids[index] = epoch
             self._set_view()
@@ -268,10 +246,8 @@ class Epochs:
         self._quorum.running_loop().call_soon(self._start)
 
     async def first(self, wait: float, keys: Sequence[bytes] = ()) -> None:
-        """Before this Redlock's first grant: the censuses, waited for at most
-        ``wait`` s (alone: a caller cancelled or out of time leaves them
-        running). Not done in time, the attempt goes out with the view it has;
-        nodes missing from it answer STALE, which costs a vote, never safety."""
+        """Before this Redlock's first grant: the censuses, ``wait`` s at most
+        (not done by then, nodes missing from the view answer STALE)."""
         if self.ready or self.closed:
             return
         self._quorum.running_loop()  # first: a loop moved to resets a census left running
@@ -337,23 +313,16 @@ class Epochs:
                 continue
             self.candidates[index] = None
             until = lost_until(epoch, index, fields)
-            if self.slotted:
+            watch = quorum.watches[index] if quorum.watches is not None else None
+            if self.slotted or watch is None:
+                # No restart watch to hold its votes: out of the view till then.
                 self.held.hold(index, epoch, until, now, name)
                 continue
             self.ids[index] = epoch
-            watches = quorum.watches
-            watch = watches[index] if watches is not None else None
-            if watch is not None:
-                if until > now:
-                    watch.suspect(until)
-                    _log.warning(
-                        "redlock_async: %s lost its data while grants it may have held can "
-                        "still be valid: its votes do not count for %.1fs, until the records "
-                        "of the views naming its old epoch expire (docs/guarantees.md)",
-                        name,
-                        until - now,
-                    )
-                watch.release()
+            if until > now:
+                watch.suspect(until)
+                _log.warning(_SUSPECT, name, until - now)
+            watch.release()
         self._set_view()
         if again or self._again:
             heard = [answers[i][0][0] if i in answers else None for i in range(quorum.n)]

@@ -1,40 +1,26 @@
 -- _epoch.lua: the restart check and record, prepended to every script that
--- grants or renews (acquire, extend, the read-write, fair, multi and
--- semaphore scripts) and to census.lua. On a Redis Cluster node,
--- _epoch_cluster.lua follows it and adds a run_id check. The rule and its
--- proof: docs/guarantees.md, "Restarted nodes".
+-- grants or renews, and to census.lua (on a Redis Cluster node,
+-- _epoch_cluster.lua follows it). The rule and its proof: docs/guarantees.md,
+-- "Restarted nodes". No KEYS, no ARGV of its own; its keys, under the prefix:
+--   <prefix>~epoch          hash, no expiry (beside a Redis Cluster node, one
+--                           per hash slot: <prefix>~epoch{tag}): id (this
+--                           node's epoch: 't', the node's clock in ms as 11 hex
+--                           digits, 4 more), run and repl (the run_id and
+--                           master_replid that made it), <view> (an index of
+--                           the records below, for census.lua)
+--   <prefix>~epoch:<view>   a view's record: it outlasts the grants made or
+--                           renewed here with that view
+--   <prefix>~epoch~notices  hash, no expiry: "<mark>.<position>" -> the newest
+--                           epoch a census heard there (older ones are dead)
+-- A view, "<mark>,e1,-,e3,": each node's epoch by position, '-' not heard.
 --
--- No KEYS, no ARGV of its own; it uses keys under the library's prefix:
---
---   <prefix>~epoch          a hash, no expiry (beside a Redis Cluster node,
---                           one per hash slot: <prefix>~epoch{tag}):
---       id      this node's epoch: 't', the node's clock (ms, 11 hex
---               digits) when it was made, 4 hex digits more; made by the
---               first script that finds it missing
---       run     the run_id of the server that made ``id``
---       repl    its replication id then (master_replid)
---       <view>  an index of the views with a record below (census.lua)
---   <prefix>~epoch:<view>   a view's record: its expiry outlasts the grants
---                           made or renewed here with that view
---   <prefix>~epoch~notices  a hash, no expiry: "<mark>.<position>" -> the
---                           newest epoch a census heard there; every older
---                           epoch of that position is dead
---
--- A view is "<mark>,e1,e2,...," (ARGV[#ARGV] of the scripts holds its
--- record's key): the caller's node list's mark, then each node's epoch by
--- position, '-' where the caller has not heard it.
---
--- epoch_check(record, ttl)
---   Returns whether the script may go on: this node's epoch is in the view
---   and no notice names an epoch of the view dead. Otherwise the script
---   answers STALE (-9) and does nothing. When it returns true, the view's
---   record lasts at least max(ttl, 2 s) more (set to 1.25 times that when
---   found shorter: written about four times per ttl; the common case is one
---   PTTL, as a record alive here was checked in this epoch).
+-- epoch_check(record, ttl): whether the script may go on (else it answers
+-- STALE, -9, and does nothing): this node's epoch is in the view and no
+-- notice names one of its epochs dead. Then the record lasts max(ttl, 2 s)
+-- more at least (set to 1.25 times that when shorter: the common case is one
+-- PTTL; a record alive here was checked in this epoch).
 
--- The server answering and its history of data: its run_id (new with every
--- restart) and replication id (new with every promotion, and for a primary
--- failed over and back), or nil when INFO is refused.
+-- The server's run_id and replication id (nil: INFO refused).
 local function epoch_run_id()
     local info = redis.pcall('INFO', 'server')
     local run_id = type(info) == 'string' and string.match(info, 'run_id:(%x+)') or nil
@@ -47,9 +33,8 @@ local function epoch_run_id()
     return run_id, replid
 end
 
--- A new epoch, made by the server ``run_id``, ``replid``. Its clock comes
--- first, so that a later epoch of this node reads as newer; the rest comes
--- from the run id and the clock (Lua's math.random is seeded alike everywhere).
+-- A new epoch: the clock first, so that a later one reads as newer (not
+-- math.random: it is seeded alike everywhere).
 local function epoch_make(epoch_key, run_id, replid)
     local t = redis.call('TIME')
     local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -59,8 +44,7 @@ local function epoch_make(epoch_key, run_id, replid)
     return id
 end
 
--- Whether the epoch in ``epoch_key`` was made by another server than
--- ``run_id``, ``replid`` (a missing one is not: it is made on first use).
+-- Whether the epoch was made by another server (a missing one is not).
 local function epoch_foreign(epoch_key, run_id, replid)
     -- Two HGETs, not an HMGET: the documented ACL rule lists HGET (security.md).
     local run = redis.call('HGET', epoch_key, 'run')
@@ -76,9 +60,7 @@ local function epoch_born(epoch)
     return string.sub(epoch, 1, 1) == 't' and tonumber(string.sub(epoch, 2, 12), 16) or 0
 end
 
--- Whether a notice here names dead an epoch of ``view``: at some position,
--- the view's epoch was made before the notice's (the node has lost its
--- data since). '-' and positions with no notice are never refused.
+-- Whether a notice names dead an epoch of ``view``: older than its own.
 local function epoch_refused(epoch_key, view)
     local notices = redis.call('HGETALL', epoch_key .. '~notices')
     if #notices == 0 then

@@ -3,21 +3,14 @@
 -- (redlock_async/_engine/_epochs.py; the rule: docs/guarantees.md).
 --
 -- KEYS[1]  ``<prefix>~epoch`` (_epoch.lua, prepended)
--- ARGV[1]  optional: the view the caller's last census heard ("<mark>,e1,-,...,"),
---          when this one was sent once that one had finished: each epoch is
---          kept as this node's notice for its position unless one newer is
+-- ARGV[1]  optional: the view the caller's previous census heard: each epoch
+--          becomes this node's notice for its position unless one is newer
 --
--- Returns {epoch, policy, k, field_1, epoch_1, ..., field_k/2, epoch_k/2,
--- view_1, left_1, ...}: this node's epoch; its maxmemory-policy when it may
--- evict ('' when not: noeviction, or no maxmemory); the notices here (k
--- items: "<mark>.<position>" and the epoch); each view whose record is
--- alive, and for how many ms more on this node's clock. Index entries
--- whose record has expired are dropped.
---
--- The epoch is made anew when missing, and when the server answering is
--- not the one that made it (epoch_foreign: a restart from disk, a promoted
--- replica, a primary failed over and back): its records go with it, as a
--- record alive must mean a view checked in the current epoch.
+-- Returns {epoch, policy, k, <k items: notice field, epoch, ...>, view_1,
+-- ms_left_1, ...}: policy is maxmemory-policy when the node may evict ('' if
+-- not); then the notices, then each view whose record is alive (index
+-- entries of expired ones are dropped). The epoch is made anew when missing
+-- or made by another server (epoch_foreign), its records deleted with it.
 local run_id, replid = epoch_run_id()
 local id = redis.call('HGET', KEYS[1], 'id')
 local notices = KEYS[1] .. '~notices'
