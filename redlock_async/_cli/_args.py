@@ -123,7 +123,15 @@ def parser(version: str) -> argparse.ArgumentParser:
         help="a node (repeat for each); else $REDLOCK_URLS (comma separated); one of the "
         "two is required: there is no default node",
     )
-    group.add_argument("--prefix", default="redlock:", help="key prefix (default redlock:)")
+    # Its own prefix by default: a restart locks a prefix out for the longest
+    # ttl used on it, and run's default ttl (30 s) is long for web locks
+    # (docs/guide.md, "ttl and restarts: one prefix per workload").
+    group.add_argument(
+        "--prefix",
+        default="redlock:cli:",
+        help="key prefix (default redlock:cli:, apart from applications' locks; "
+        "pass an application's prefix, e.g. redlock:, to see its locks with status)",
+    )
     group.add_argument(
         "--node-timeout",
         type=_seconds,

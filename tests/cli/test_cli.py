@@ -22,7 +22,9 @@ from redlock_async.testing import RedisNodes
 from .. import _loops
 from ..conftest import eventually, lock_keys
 
-KEY = b"redlock:{job}"
+CLI = "redlock:cli:"  # the command line's own prefix (issue 40)
+
+KEY = b"redlock:cli:{job}"  # the command line's own prefix (issue 40)
 
 
 def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -82,7 +84,7 @@ async def test_nodes_come_from_the_environment(redis_nodes: RedisNodes) -> None:
 
 
 async def test_run_exits_75_when_the_lock_is_busy(redis_nodes: RedisNodes) -> None:
-    async with Redlock(redis_nodes.urls) as redlock, redlock.lock("job", ttl=30.0):
+    async with Redlock(redis_nodes.urls, prefix=CLI) as redlock, redlock.lock("job", ttl=30.0):
         code, out, err = await finish(
             await cli("run", *urls(redis_nodes), "job", "--timeout", "0.3", "--", "echo", "ran")
         )
@@ -138,7 +140,8 @@ async def test_run_passes_signals_to_cmd(
 
 
 async def test_a_signal_while_waiting_gives_up_cleanly(redis_nodes: RedisNodes) -> None:
-    async with Redlock(redis_nodes.urls) as redlock, redlock.lock("job", ttl=30.0) as lock:
+    redlock = Redlock(redis_nodes.urls, prefix=CLI)
+    async with redlock, redlock.lock("job", ttl=30.0) as lock:
         runner = await cli("run", "-v", *urls(redis_nodes), "job", "--", "echo", "ran")
         assert runner.stderr is not None
         # Until it waits (it cannot get the lock): a loaded machine takes its time to start it.
@@ -212,7 +215,7 @@ async def test_bad_and_unreachable_urls_are_one_line_errors_without_passwords() 
 
 
 async def test_status_shows_the_holder_per_node(redis_nodes: RedisNodes) -> None:
-    async with Redlock(redis_nodes.urls) as redlock:
+    async with Redlock(redis_nodes.urls, prefix=CLI) as redlock:
         async with redlock.lock("job", ttl=30.0, fencing=True) as lock:
             code, out, err = await finish(await cli("status", *urls(redis_nodes), "job", "--json"))
             assert code == 0  # held
@@ -398,7 +401,7 @@ async def test_everything_after_name_is_the_command(redis_nodes: RedisNodes) -> 
 
 
 async def test_conflict_exit_code_and_verbose(redis_nodes: RedisNodes) -> None:
-    async with Redlock(redis_nodes.urls) as redlock:
+    async with Redlock(redis_nodes.urls, prefix=CLI) as redlock:
         async with redlock.lock("job", ttl=30.0):
             code, out, err = await finish(
                 await cli("run", *urls(redis_nodes), "--conflict-exit-code", "9",

@@ -26,6 +26,8 @@ from ..conftest import eventually
 from .test_cli import cli, finish
 from .test_cli import urls as node_urls
 
+CLI = "redlock:cli:"  # the command line's own prefix (issue 40)
+
 NO_NODES_COMMANDS = [
     ["run", "--timeout", "0", "job", "--", "sh", "-c", "touch {marker}"],
     ["status", "job"],
@@ -111,7 +113,7 @@ async def test_a_command_that_cannot_run_is_refused_before_the_lock(
 
 async def test_busy_is_75_and_down_is_69(redis_nodes: RedisNodes) -> None:
     run = ("run", *urls(redis_nodes), "--timeout", "0.3", "job", "echo", "ran")
-    async with Redlock(redis_nodes.urls) as redlock, redlock.lock("job", ttl=30.0):
+    async with Redlock(redis_nodes.urls, prefix=CLI) as redlock, redlock.lock("job", ttl=30.0):
         code, out, err = await finish(await cli(*run))
         assert (code, out) == (75, "")
         assert "held elsewhere" in err
@@ -155,7 +157,7 @@ async def test_down_names_the_node_that_answered(driver: str, redis_nodes: Redis
 async def test_conflict_exit_code_changes_only_the_busy_code(redis_nodes: RedisNodes) -> None:
     run = ("run", *urls(redis_nodes), "--conflict-exit-code", "9", "--timeout", "0", "job",
            "echo", "ran")  # fmt: skip
-    async with Redlock(redis_nodes.urls) as redlock, redlock.lock("job", ttl=30.0):
+    async with Redlock(redis_nodes.urls, prefix=CLI) as redlock, redlock.lock("job", ttl=30.0):
         assert (await finish(await cli(*run)))[:2] == (9, "")
     redis_nodes[1].kill()
     redis_nodes[2].kill()
@@ -180,7 +182,7 @@ async def test_quiet_says_nothing_when_nothing_failed(redis_nodes: RedisNodes) -
     code, out, err = await finish(await cli("-q", "run", *urls(redis_nodes), "job", "echo", "ok"))
     assert (code, out, err) == (0, "ok\n", "")
     # Busy, declared a success by --conflict-exit-code 0: nothing failed either.
-    async with Redlock(redis_nodes.urls) as redlock, redlock.lock("job", ttl=30.0):
+    async with Redlock(redis_nodes.urls, prefix=CLI) as redlock, redlock.lock("job", ttl=30.0):
         code, out, err = await finish(
             await cli("-q", "run", *urls(redis_nodes), "--conflict-exit-code", "0",
                       "--timeout", "0", "job", "echo", "ran")
@@ -190,7 +192,7 @@ async def test_quiet_says_nothing_when_nothing_failed(redis_nodes: RedisNodes) -
 
 async def test_quiet_still_reports_a_failure_once(redis_nodes: RedisNodes) -> None:
     run = ("-q", "run", *urls(redis_nodes), "--timeout", "0", "job", "echo", "ran")
-    async with Redlock(redis_nodes.urls) as redlock, redlock.lock("job", ttl=30.0):
+    async with Redlock(redis_nodes.urls, prefix=CLI) as redlock, redlock.lock("job", ttl=30.0):
         code, out, err = await finish(await cli(*run))
     assert (code, out) == (75, "")
     assert err.startswith("redlock-async: not acquired (one attempt): ")

@@ -19,7 +19,7 @@ from redlock_async.testing import RedisNodes
 
 from .. import _loops
 from ..conftest import eventually, no_keys_left
-from .test_cli import cli, cli_env, finish, urls
+from .test_cli import CLI, cli, cli_env, finish, urls
 
 
 def quiet(err: str) -> bool:
@@ -109,7 +109,7 @@ async def test_ctrl_c_stops_status_waiting_for_a_node(redis_nodes: RedisNodes) -
 async def test_a_signal_while_run_waits_ends_it_quietly(
     redis_nodes: RedisNodes, signum: signal.Signals
 ) -> None:
-    async with Redlock(redis_nodes.urls) as redlock, redlock.lock("job", ttl=30.0):
+    async with Redlock(redis_nodes.urls, prefix=CLI) as redlock, redlock.lock("job", ttl=30.0):
         runner = await cli("run", "-v", *urls(redis_nodes), "job", "echo", "ran")
         await until_line(runner, "redlock-async: waiting for lock 'job'")
         runner.send_signal(signum)
@@ -183,6 +183,7 @@ async def test_a_signal_before_the_loop_is_up_ends_the_command_quietly(
 _INHERITED_MASK = """
 import signal
 from redlock_async._cli._interrupt import run_interruptible
+
 
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # as inherited
 during = []
