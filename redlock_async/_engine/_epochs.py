@@ -289,6 +289,11 @@ class Epochs:
         now = quorum.running_loop().time()
         fields = _read(self, answers)
         again = False
+        for index in range(quorum.n):
+            if index not in answers:
+                # Confirmed only by two censuses in a row: the second (chained,
+                # below) leaves the first's findings as notices (the proof's (4)).
+                self.candidates[index] = None
         for index, (reply, _) in answers.items():
             epoch = reply[0]
             assert isinstance(epoch, bytes)
