@@ -14,7 +14,7 @@
 --                           epoch a census heard there (older ones are dead)
 -- A view, "<mark>,e1,-,e3,": each node's epoch by position, '-' not heard.
 --
--- epoch_check(record, ttl): whether the script may go on (else it answers
+-- epoch_check(record, ttl) Returns whether the script may go on (else it answers
 -- STALE, -9, and does nothing): this node's epoch is in the view and no
 -- notice names one of its epochs dead. Then the record lasts max(ttl, 2 s)
 -- more at least (set to 1.25 times that when shorter: the common case is one

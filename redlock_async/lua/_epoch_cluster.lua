@@ -4,6 +4,7 @@
 -- another server (epoch_foreign: a restart from disk, a promoted replica, a
 -- primary failed over and back), until a census gives it a new one; and
 -- raises an error, before any write, when INFO is refused (docs/security.md).
+-- No KEYS, no ARGV of its own; Returns what epoch_check returns.
 local epoch_check_view = epoch_check
 local function epoch_check(record, ttl)
     local run_id, replid = epoch_run_id()

@@ -168,7 +168,8 @@ async def test_status_runs_as_the_documented_least_privilege_user(
     assert await reader.acquire()
     urls = [arg for node in redis_nodes for arg in ("--url", node.url)]
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "redlock_async", "status", "job", "--json", *urls,
+        sys.executable, "-m", "redlock_async", "status", "job", "--json",
+        "--prefix", "redlock:", *urls,  # the application's prefix, not the CLI's own
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=dict(os.environ),
     )  # fmt: skip
     out, err = await asyncio.wait_for(process.communicate(), 60)

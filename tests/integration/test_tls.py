@@ -213,7 +213,8 @@ async def test_the_command_line_reads_tls_urls(tls_servers: list[TlsServer]) -> 
         assert await lock.acquire(timeout=30.0)
         urls = [arg for server in tls_servers for arg in ("--url", server.url)]
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "redlock_async", "status", "job", "--json", *urls,
+            sys.executable, "-m", "redlock_async", "status", "job", "--json",
+            "--prefix", "redlock:", *urls,  # the application's prefix, not the CLI's own
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=dict(os.environ),
         )  # fmt: skip
         out, err = await process.communicate()
