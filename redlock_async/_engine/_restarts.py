@@ -166,9 +166,9 @@ class Restarts:
                 )
             # What is awaited, and until when: the issue-40 lockout, met by users.
             return NodeError(
-                f"{self._name} is quarantined for {self.until - now:.1f}s more: it restarted or "
-                "lost its data, and grants it may have held (with the longest ttl used on this "
-                "prefix) can still be valid; long-ttl locks belong under a prefix of their own"
+                f"{self._name} is quarantined after a restart for {self.until - now:.1f}s more: "
+                "grants it may have lost (the longest ttl used on this prefix) can still be "
+                "valid until then; long-ttl locks belong under a prefix of their own"
             )
         return reply
 
