@@ -43,6 +43,8 @@ _Ts = TypeVarTuple("_Ts")
 # reschedules itself for "now" forever, and virtual time cannot move.
 SPIN_LIMIT = 100_000
 
+CLOCK_RESOLUTION = 1e-9  # seconds: the shortest positive delay a timer waits
+
 
 class Stuck(RuntimeError):
     """Nothing is ready, no timer is set, and the awaited result is not done;
@@ -202,6 +204,22 @@ class SimLoop(asyncio.BaseEventLoop):
         handle = _Owned(callback, args, self, context, owner)
         self._ready.append(handle)  # type: ignore[attr-defined]
         return handle
+
+    def call_later(
+        self,
+        delay: float,
+        callback: Callable[[Unpack[_Ts]], object],
+        *args: *_Ts,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.TimerHandle:
+        # A positive delay waits a nanosecond at least, as on a real clock: one
+        # of a few ulps (a deadline on a process's monotonic clock, another
+        # origin than the loop's) rounds to "now" here, and a callback that
+        # finds its clock not there yet and sets itself again would spin at
+        # one instant for ever (a real loop's time moves meanwhile).
+        if delay > 0:
+            delay = max(delay, CLOCK_RESOLUTION)
+        return self.call_at(self.time() + delay, callback, *args, context=context)
 
     def call_at(
         self,

@@ -346,3 +346,28 @@ def test_a_paused_or_slow_node_queues_commands(loop: SimLoop) -> None:
         assert client.data.endswith(b"+4\r\n")
 
     loop.run_until_complete(main())
+
+
+def test_a_timer_a_few_ulps_ahead_waits_a_nanosecond() -> None:
+    """A callback that sets itself again for a delay that rounds to "now" (a
+    deadline on a clock of another origin) still sees the clock move."""
+    from .loop import CLOCK_RESOLUTION
+
+    loop = SimLoop(1018.3328432205337)
+    origin = -1303.0556  # a process's monotonic clock, another origin
+    deadline = loop.time() + origin + 3e-13
+    calls: list[float] = []
+
+    def check() -> None:
+        now = loop.time() + origin
+        calls.append(now)
+        if now < deadline and len(calls) < 1000:  # spinning: stop, and fail below
+            loop.call_later(deadline - now, check)
+        else:
+            loop.stop()
+
+    loop.call_later(deadline - (loop.time() + origin), check)
+    loop.run_forever()
+    loop.close()
+    assert len(calls) <= 2
+    assert loop.time() - 1018.3328432205337 <= 2 * CLOCK_RESOLUTION
