@@ -85,15 +85,18 @@ def _close(self: Lock, reason: str) -> None:
     An implicit ending never ends a grant held elsewhere: a grant handed on
     (its token read, or adopted here) keeps its keys for the copies that
     may hold it, and only a grant never handed on is released (others need
-    not wait out its ttl). Only a grant still valid is reported lost
-    (``lost``, ``on_lost``, the body cancelled); one whose validity had
-    already ended was not lost here, and is only let go.
+    not wait out its ttl). A grant still valid is reported lost (``lost``,
+    ``on_lost``, the body cancelled), and so is an auto-renewed one past its
+    validity: its renewal was owed (a stalled loop) and would have told the
+    holder, whose body must not run on while another may hold the name. A
+    grant without renewal whose validity had ended was not lost here: it is
+    only let go, and a running body learns at its exit.
     """
     grant = self._grant
     if grant is None:
         return
     handed_on = _handed_on(self, grant)
-    if self._engine.clock() < grant.validity_end:
+    if self._options.auto_extend or self._engine.clock() < grant.validity_end:
         self._lose(reason, {}, release=not handed_on)
         return
     self._drop(grant)

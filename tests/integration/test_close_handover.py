@@ -13,6 +13,7 @@ only a grant still valid is reported lost.
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -163,6 +164,42 @@ async def test_an_expired_grant_in_a_running_body_is_told_at_its_exit(
     assert len(outcome) == 1
     assert outcome[0] is not None
     assert "expired before the body finished" in str(outcome[0])
+
+
+async def test_an_auto_renewed_grant_past_its_validity_at_close_is_lost_and_its_body_stopped(
+    make_redlock: MakeRedlock,
+) -> None:
+    # Found by the simulation (seed 3017, a process paused past its
+    # validity): the loop stalls, aclose() runs before the overdue renewal,
+    # and the close let the expired grant go silently - the renewal that
+    # would have told the holder was stopped, so the body ran on unstopped
+    # while another process could be granted the name. An auto-renewed
+    # grant past its validity is a loss: told, and its body cancelled.
+    redlock = make_redlock()
+    told: list[Lock] = []
+    entered = asyncio.Event()
+    outcome: list[BaseException | None] = []
+
+    async def body() -> None:
+        lock = redlock.lock("job", ttl=0.5, on_lost=told.append)
+        try:
+            async with lock:
+                entered.set()
+                await asyncio.Event().wait()  # works until stopped
+        except BaseException as err:
+            outcome.append(err)
+        else:
+            outcome.append(None)
+
+    task = asyncio.create_task(body())
+    await entered.wait()
+    time.sleep(0.8)  # the whole loop stalls past the grant's validity  # noqa: ASYNC251
+    await redlock.aclose()  # runs before the overdue renewal gets a turn
+    await asyncio.wait_for(task, 5.0)
+    assert len(told) == 1
+    assert told[0].lost
+    assert len(outcome) == 1
+    assert isinstance(outcome[0], (LockLost, asyncio.CancelledError))
 
 
 async def test_an_adopt_that_races_the_close_holds_nothing_here(
