@@ -110,10 +110,14 @@ def accounted(message: str) -> dict[str, list[str]]:
 
 def says_the_healthy_node_answered(message: str, healthy: str, down: set[str]) -> None:
     """Never "0 of 3 answered" while ``healthy`` answered: it is named as having
-    said yes or as not waited for, and only the stopped nodes as failed."""
+    said yes, said no or as not waited for, and only the stopped nodes as failed.
+    (It says no when the undo of the previous attempt on the name has not landed
+    yet: through redis-py's pool the undo and the next attempt may take two
+    connections, and nothing orders them - seen under load in the full matrix.)"""
     assert "0 of 3 nodes answered" not in message, message
     groups = accounted(message)
-    assert healthy in groups["said yes"] + groups.get("not waited for", []), message
+    answered = groups["said yes"] + groups.get("said no", []) + groups.get("not waited for", [])
+    assert healthy in answered, message
     assert set(groups["failed"]) == down, message
 
 

@@ -102,9 +102,11 @@ async def test_acquire_contend_wake_and_release(
 async def test_auto_renewal_keeps_the_lock_past_its_ttl(
     tls_redlock: Redlock, tls_servers: list[TlsServer]
 ) -> None:
-    lock = tls_redlock.lock("job", ttl=0.5)
+    # ttl 1 s, not less: a TLS renewal on a machine loaded past its cores
+    # (the full matrix beside other work) once took longer than 0.5 s's validity.
+    lock = tls_redlock.lock("job", ttl=1.0)
     assert await lock.acquire()
-    await asyncio.sleep(1.5)  # three ttls: held only if renewed over TLS
+    await asyncio.sleep(3.0)  # three ttls: held only if renewed over TLS
     assert lock.held
     for server in tls_servers:
         with server.client() as client:
