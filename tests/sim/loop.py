@@ -203,6 +203,11 @@ class SimLoop(asyncio.BaseEventLoop):
         self.errors: list[dict[str, Any]] = []
         self.set_exception_handler(lambda loop, context: self.errors.append(context))
 
+    def set_debug(self, enabled: bool) -> None:
+        super().set_debug(enabled)
+        # Every Future made asks the loop: a C call answers (not a Python method).
+        self.get_debug = bool(enabled).__bool__  # type: ignore[method-assign]
+
     # The clock.
 
     def time(self) -> float:
