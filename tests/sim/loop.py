@@ -255,13 +255,23 @@ class SimLoop(asyncio.BaseEventLoop):
             while scheduled and scheduled[0][2]._cancelled:
                 loop._timer_cancelled_count -= 1
                 heapq.heappop(scheduled)[2]._scheduled = False
+        # The selector's wait, inline: _jump(timeout) as _Jump.select makes it.
+        now = self._now
         if ready or loop._stopping:
-            self._jump(0)
+            pass  # timeout 0: the clock stays
         elif scheduled:
-            self._jump(min(max(0, scheduled[0][0] - self._now), _MAXIMUM_SELECT_TIMEOUT))
+            timeout = min(max(0, scheduled[0][0] - now), _MAXIMUM_SELECT_TIMEOUT)
+            if timeout > 0:
+                now = self._now = max(now, min(scheduled[0][0], now + timeout))
         else:
-            self._jump(None)
-        end = self._now + loop._clock_resolution
+            raise Stuck(f"at t={now}: nothing is ready and no timer is set")
+        if now == self._spun_at and ready:
+            self._spun += 1
+            if self._spun > SPIN_LIMIT:
+                raise Stuck(f"{SPIN_LIMIT} loop iterations at t={now} without time moving")
+        else:
+            self._spun, self._spun_at = 0, now
+        end = now + loop._clock_resolution
         while scheduled and scheduled[0][0] < end:
             timer = heapq.heappop(scheduled)[2]
             timer._scheduled = False
