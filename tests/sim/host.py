@@ -92,9 +92,11 @@ class Server:
         self._flush_pushes()
 
     def _flush_pushes(self) -> None:
-        codec = self.net.codec
         outbox: dict[Hashable, list[Any]] | None = getattr(self.node, "outbox", None)
-        for conn in list(outbox or ()):
+        if not outbox:
+            return
+        codec = self.net.codec
+        for conn in list(outbox):
             pushes = self.node.take(conn)
             link = self.net.links.get(conn) if isinstance(conn, int) else None
             if link is None or link.dead or not pushes:

@@ -25,9 +25,11 @@ blocks and the library's cleanup included - and refuse any it makes later.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
 import heapq
 import itertools
+from asyncio import format_helpers
 from collections.abc import Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, TypeVarTuple, Unpack
 
@@ -44,6 +46,12 @@ _Ts = TypeVarTuple("_Ts")
 SPIN_LIMIT = 100_000
 
 CLOCK_RESOLUTION = 1e-9  # seconds: the shortest positive delay a timer waits
+
+# asyncio's (base_events.py): when the heap is rebuilt without its cancelled
+# timers, and the longest a selector waits.
+_MIN_SCHEDULED_TIMER_HANDLES = 100
+_MIN_CANCELLED_TIMER_HANDLES_FRACTION = 0.5
+_MAXIMUM_SELECT_TIMEOUT = 24 * 3600
 
 
 class Stuck(RuntimeError):
@@ -70,7 +78,8 @@ PROCESS: contextvars.ContextVar[Owner | None] = contextvars.ContextVar("sim_proc
 
 
 class _Owned(asyncio.Handle):
-    """A callback of a simulated process: held back while the process is paused."""
+    """A callback, and whose it is (None: the simulation's own): a simulated
+    process's is held back while the process is paused."""
 
     __slots__ = ("_owner",)
 
@@ -80,21 +89,32 @@ class _Owned(asyncio.Handle):
         args: tuple[Any, ...],
         loop: SimLoop,
         context: contextvars.Context | None,
-        owner: Owner,
+        owner: Owner | None,
     ) -> None:
-        super().__init__(callback, args, loop, context)
+        if loop._debug:  # type: ignore[attr-defined]
+            super().__init__(callback, args, loop, context)
+        else:  # asyncio.Handle.__init__'s work, without its calls (a million a seed)
+            self._context = contextvars.copy_context() if context is None else context
+            self._loop = loop
+            self._callback = callback
+            self._args = args
+            self._cancelled = False
+            self._repr = None
+            self._source_traceback = None
         self._owner = owner
 
     def _run(self) -> None:
-        if not _held(self, self._owner):
+        owner = self._owner
+        if owner is None or not _held(self, owner):
             super()._run()
 
 
 class _Timer(asyncio.TimerHandle):
-    """A timer ordered by (when, the order it was set): ties never depend on the heap.
-    A simulated process's is held back while the process is paused."""
+    """A timer, and whose it is: held back while its process is paused. In the
+    loop's heap as ``(when, sequence, timer)``: timers due at one instant run
+    in the order they were set, and the heap compares plain tuples."""
 
-    __slots__ = ("_key", "_owner")
+    __slots__ = ("_owner",)
 
     def __init__(
         self,
@@ -103,16 +123,21 @@ class _Timer(asyncio.TimerHandle):
         args: tuple[Any, ...],
         loop: SimLoop,
         context: contextvars.Context | None,
-        sequence: int,
         owner: Owner | None,
     ) -> None:
-        super().__init__(when, callback, args, loop, context)
-        self._key = (when, sequence)
+        if loop._debug:  # type: ignore[attr-defined]
+            super().__init__(when, callback, args, loop, context)
+        else:  # asyncio.TimerHandle.__init__'s work, without its calls
+            self._context = contextvars.copy_context() if context is None else context
+            self._loop = loop
+            self._callback = callback
+            self._args = args
+            self._cancelled = False
+            self._repr = None
+            self._source_traceback = None
+            self._when = when
+            self._scheduled = False
         self._owner = owner
-
-    def __lt__(self, other: asyncio.TimerHandle) -> bool:
-        # Only timers of this loop share its heap: all of them _Timers.
-        return self._key < other._key  # type: ignore[attr-defined,no-any-return]
 
     def _run(self) -> None:
         owner = self._owner
@@ -127,6 +152,23 @@ def _held(handle: asyncio.Handle, owner: Owner) -> bool:
         frozen[owner].append(handle)
         return True
     return False
+
+
+_run_handle = asyncio.Handle._run  # a handle's callback, in its context (errors reported)
+
+
+def _report(handle: asyncio.Handle, exc: BaseException) -> None:
+    """What ``asyncio.Handle._run`` reports when a callback raises."""
+    callback, args = handle._callback, handle._args  # type: ignore[attr-defined]
+    source = format_helpers._format_callback_source(callback, args)
+    context: dict[str, Any] = {
+        "message": f"Exception in callback {source}",
+        "exception": exc,
+        "handle": handle,
+    }
+    if handle._source_traceback:  # type: ignore[attr-defined]
+        context["source_traceback"] = handle._source_traceback  # type: ignore[attr-defined]
+    handle._loop.call_exception_handler(context)  # type: ignore[attr-defined]
 
 
 class _Jump:
@@ -161,6 +203,11 @@ class SimLoop(asyncio.BaseEventLoop):
         self.errors: list[dict[str, Any]] = []
         self.set_exception_handler(lambda loop, context: self.errors.append(context))
 
+    def set_debug(self, enabled: bool) -> None:
+        super().set_debug(enabled)
+        # Every Future made asks the loop: a C call answers (not a Python method).
+        self.get_debug = bool(enabled).__bool__  # type: ignore[method-assign]
+
     # The clock.
 
     def time(self) -> float:
@@ -171,15 +218,93 @@ class SimLoop(asyncio.BaseEventLoop):
         if timeout is None:
             raise Stuck(f"at t={self._now}: nothing is ready and no timer is set")
         if timeout > 0:
-            scheduled: list[_Timer] = self._scheduled  # type: ignore[attr-defined]
+            scheduled: list[tuple[float, int, _Timer]] = self._scheduled  # type: ignore[attr-defined]
             # To the timer itself, not now + (when - now): no float residue.
-            self._now = max(self._now, min(scheduled[0].when(), self._now + timeout))
+            self._now = max(self._now, min(scheduled[0][0], self._now + timeout))
         if self._now == self._spun_at and ready:
             self._spun += 1
             if self._spun > SPIN_LIMIT:
                 raise Stuck(f"{SPIN_LIMIT} loop iterations at t={self._now} without time moving")
         else:
             self._spun, self._spun_at = 0, self._now
+
+    def _run_once(self) -> None:
+        """One iteration, as ``BaseEventLoop._run_once`` makes it - cancelled timers
+        dropped, the "selector" waited on (the clock jumps), the timers due made
+        ready, then every callback ready now run, in order - over a heap of
+        ``(when, sequence, timer)`` and with a paused process's callbacks held
+        back (the simulation's loop runs a million of them a seed)."""
+        loop: Any = self  # asyncio's private attributes, untyped
+        scheduled: list[tuple[float, int, Any]] = loop._scheduled
+        ready: collections.deque[Any] = loop._ready
+        count = len(scheduled)
+        if (
+            count > _MIN_SCHEDULED_TIMER_HANDLES
+            and loop._timer_cancelled_count / count > _MIN_CANCELLED_TIMER_HANDLES_FRACTION
+        ):
+            kept = []
+            for entry in scheduled:
+                if entry[2]._cancelled:
+                    entry[2]._scheduled = False
+                else:
+                    kept.append(entry)
+            heapq.heapify(kept)
+            loop._scheduled = scheduled = kept
+            loop._timer_cancelled_count = 0
+        else:
+            while scheduled and scheduled[0][2]._cancelled:
+                loop._timer_cancelled_count -= 1
+                heapq.heappop(scheduled)[2]._scheduled = False
+        # The selector's wait, inline: _jump(timeout) as _Jump.select makes it.
+        now = self._now
+        if ready or loop._stopping:
+            pass  # timeout 0: the clock stays
+        elif scheduled:
+            timeout = min(max(0, scheduled[0][0] - now), _MAXIMUM_SELECT_TIMEOUT)
+            if timeout > 0:
+                now = self._now = max(now, min(scheduled[0][0], now + timeout))
+        else:
+            raise Stuck(f"at t={now}: nothing is ready and no timer is set")
+        if now == self._spun_at and ready:
+            self._spun += 1
+            if self._spun > SPIN_LIMIT:
+                raise Stuck(f"{SPIN_LIMIT} loop iterations at t={now} without time moving")
+        else:
+            self._spun, self._spun_at = 0, now
+        end = now + loop._clock_resolution
+        while scheduled and scheduled[0][0] < end:
+            timer = heapq.heappop(scheduled)[2]
+            timer._scheduled = False
+            ready.append(timer)
+        frozen = self._frozen
+        popleft = ready.popleft
+        debug = loop._debug
+        for _ in range(len(ready)):
+            handle = popleft()
+            if handle._cancelled:
+                continue
+            if frozen:
+                owner = getattr(handle, "_owner", None)
+                if owner is not None:
+                    held = frozen.get(owner)
+                    if held is not None:
+                        held.append(handle)
+                        continue
+            if debug:  # on virtual time no callback is slow: nothing to time
+                loop._current_handle = handle
+                try:
+                    _run_handle(handle)
+                finally:
+                    loop._current_handle = None
+                continue
+            # asyncio.Handle._run, inline (one call less for each of millions)
+            try:
+                handle._context.run(handle._callback, *handle._args)
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:
+                _report(handle, exc)
+        handle = None  # no cycle through an exception
 
     def _process_events(self, event_list: list[Any]) -> None:
         pass
@@ -196,11 +321,10 @@ class SimLoop(asyncio.BaseEventLoop):
         context: contextvars.Context | None = None,
     ) -> asyncio.Handle:
         owner = PROCESS.get() if context is None else context.get(PROCESS)
-        if owner is None:
-            return super().call_soon(callback, *args, context=context)
-        if owner.dead:
+        if owner is not None and owner.dead:
             return _dropped(callback, args, self)
-        self._check_closed()  # type: ignore[attr-defined]
+        if self._closed:  # type: ignore[attr-defined]
+            self._check_closed()  # type: ignore[attr-defined]
         handle = _Owned(callback, args, self, context, owner)
         self._ready.append(handle)  # type: ignore[attr-defined]
         return handle
@@ -219,7 +343,7 @@ class SimLoop(asyncio.BaseEventLoop):
         # one instant for ever (a real loop's time moves meanwhile).
         if delay > 0:
             delay = max(delay, CLOCK_RESOLUTION)
-        return self.call_at(self.time() + delay, callback, *args, context=context)
+        return self.call_at(self._now + delay, callback, *args, context=context)
 
     def call_at(
         self,
@@ -228,14 +352,16 @@ class SimLoop(asyncio.BaseEventLoop):
         *args: *_Ts,
         context: contextvars.Context | None = None,
     ) -> asyncio.TimerHandle:
-        self._check_closed()  # type: ignore[attr-defined]
+        if self._closed:  # type: ignore[attr-defined]
+            self._check_closed()  # type: ignore[attr-defined]
         owner = PROCESS.get() if context is None else context.get(PROCESS)
-        timer = _Timer(when, callback, args, self, context, next(self._timers), owner)
+        timer = _Timer(when, callback, args, self, context, owner)
+        sequence = next(self._timers)
         if owner is not None and owner.dead:
             timer.cancel()
             return timer
-        heapq.heappush(self._scheduled, timer)  # type: ignore[attr-defined]
-        timer._scheduled = True  # type: ignore[attr-defined]
+        heapq.heappush(self._scheduled, (when, sequence, timer))  # type: ignore[attr-defined]
+        timer._scheduled = True
         return timer
 
     def create_task(
@@ -256,8 +382,9 @@ class SimLoop(asyncio.BaseEventLoop):
     def bury(self, owner: Owner) -> None:
         """``owner`` crashed: none of its callbacks or timers runs, now or later."""
         ready: Any = self._ready  # type: ignore[attr-defined]
-        scheduled: list[asyncio.TimerHandle] = self._scheduled  # type: ignore[attr-defined]
-        for handle in [*ready, *scheduled, *self._frozen.pop(owner, ())]:
+        scheduled: list[tuple[float, int, _Timer]] = self._scheduled  # type: ignore[attr-defined]
+        timers = [entry[2] for entry in scheduled]
+        for handle in [*ready, *timers, *self._frozen.pop(owner, ())]:
             if getattr(handle, "_owner", None) is owner:
                 handle.cancel()
 

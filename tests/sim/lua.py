@@ -230,7 +230,10 @@ class Lua:
     def call(self, *words: object) -> object:
         """``redis.call``: the reply, converted for Lua; an error reply is raised."""
         reply = self._command(words)
-        if type(reply) is Error:
+        kind = type(reply)
+        if kind is int or kind is bytes:  # the usual replies, as _to_lua gives them
+            return reply
+        if kind is Error:
             raise _Raised(reply)
         return self._to_lua(reply)
 
@@ -244,6 +247,17 @@ class Lua:
     def _command(self, words: tuple[object, ...]) -> Reply:
         if not words:
             return _NO_ARGUMENTS
+        for word in words:
+            if type(word) is not bytes:
+                break
+        else:  # strings only (the usual): as they are
+            host = self.host
+            assert host is not None
+            try:
+                return host.script_command(list(words))  # type: ignore[arg-type]
+            except BaseException as exc:  # raised by run() once the script has stopped
+                self.fatal = exc
+                raise
         args: list[bytes] = []
         for word in words:
             if type(word) is bytes:

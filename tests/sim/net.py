@@ -84,7 +84,8 @@ class _Resp:
         return resp.encode(reply, proto)
 
     def proto(self, node: NodeLike, conn: Hashable) -> int:
-        session = getattr(node, "sessions", {}).get(conn)
+        sessions = getattr(node, "sessions", None)
+        session = None if sessions is None else sessions.get(conn)
         return 2 if session is None else int(session.proto)
 
 

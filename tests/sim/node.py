@@ -173,8 +173,9 @@ class SimNode:
         else:
             assert spec.server is not None
             reply = spec.server(self, session, args, now)
-        if self.journal is not None:
-            self.journal.close()
+        journal = self.journal
+        if journal is not None and journal.current:
+            journal.close()
         if session.proto == 3 and spec.resp3 is not None:
             return spec.resp3(reply, args)
         return reply

@@ -100,7 +100,7 @@ class SimProcess:
         return f"<SimProcess {self.name} {self.host}:{self.pid} {state}>"
 
     def _monotonic(self) -> float:
-        return self.sim.loop.time() + self.origin
+        return self.sim.loop._now + self.origin
 
     def _time_ns(self) -> int:
         return self.sim.wall_ns(self.wall_offset)

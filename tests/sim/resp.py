@@ -51,7 +51,7 @@ class CommandReader:
 
     def feed(self, data: bytes) -> None:
         if self._pos:
-            self._buf = self._buf[self._pos :] + data
+            self._buf = self._buf[self._pos :] + data if self._pos < len(self._buf) else data
             self._pos = 0
         else:
             self._buf += data
@@ -59,37 +59,50 @@ class CommandReader:
     def get(self) -> list[bytes] | None:
         """The next whole command, or None until more bytes come."""
         buf, pos = self._buf, self._pos
-        while pos < len(buf) and buf[pos] != 42 and buf[pos] in b"\r\n":  # blank lines
-            pos += 1
-        self._pos = pos
-        if pos >= len(buf):
+        size = len(buf)
+        if pos >= size:
             return None
+        while buf[pos] != 42 and buf[pos] in b"\r\n":  # blank lines
+            pos += 1
+            if pos >= size:
+                self._pos = pos
+                return None
+        self._pos = pos
         if buf[pos] != 42:  # '*'
             return self._inline()
-        end = buf.find(b"\r\n", pos)
+        find = buf.find
+        end = find(b"\r\n", pos)
         if end < 0:
-            if len(buf) - pos > 64 * 1024:
+            if size - pos > 64 * 1024:
                 raise ProtocolError("Protocol error: too big mbulk count string")
             return None
-        count = _number(buf[pos + 1 : end], "invalid multibulk length")
+        try:
+            count = int(buf[pos + 1 : end])
+        except ValueError:
+            raise ProtocolError("Protocol error: invalid multibulk length") from None
         if count > _MAX_ARGS:
             raise ProtocolError("Protocol error: invalid multibulk length")
         pos = end + 2
         args: list[bytes] = []
-        for _ in range(count):
-            end = buf.find(b"\r\n", pos)
+        append = args.append
+        while count > 0:
+            count -= 1
+            end = find(b"\r\n", pos)
             if end < 0:
                 return None
             if buf[pos] != 36:  # '$'
                 raise ProtocolError(f"Protocol error: expected '$', got '{chr(buf[pos])}'")
-            size = _number(buf[pos + 1 : end], "invalid bulk length")
-            if size < 0 or size > _MAX_BULK:
+            try:
+                length = int(buf[pos + 1 : end])
+            except ValueError:
+                raise ProtocolError("Protocol error: invalid bulk length") from None
+            if length < 0 or length > _MAX_BULK:
                 raise ProtocolError("Protocol error: invalid bulk length")
-            start = end + 2
-            if len(buf) < start + size + 2:
+            pos = end + 2 + length
+            if size < pos + 2:
                 return None
-            args.append(buf[start : start + size])
-            pos = start + size + 2
+            append(buf[end + 2 : pos])
+            pos += 2
         self._pos = pos
         return args if args else self.get()
 
@@ -106,13 +119,6 @@ class CommandReader:
             raise ProtocolError("sim: quoted inline commands are not modelled")
         words = line.split()
         return words if words else self.get()
-
-
-def _number(text: bytes, what: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise ProtocolError(f"Protocol error: {what}") from None
 
 
 # Replies out ------------------------------------------------------------------

@@ -45,14 +45,32 @@ class Stream:
     def send(self, data: bytes) -> None:
         link = self._link
         loop = link.net.loop
-        when = max(loop.time() + link.path.delay(), self._last)
+        path = link.path
+        delay = path.latency + (path._rng.random() * path.jitter if path.jitter else 0.0)
+        when = max(loop._now + delay, self._last)  # path.delay(), inline
         self._last = when
         loop.call_at(when, self._land, self._sent, data, context=self._context)
         self._sent += 1
 
     def _land(self, sequence: int, data: bytes) -> None:
-        self._landed[sequence] = data
-        self.pump()
+        link = self._link
+        if sequence != self._next or self._landed or link.dead:
+            self._landed[sequence] = data
+            self.pump()
+            return
+        # The usual case, pump() inline: the next chunk, nothing before it waiting.
+        path = link.path
+        up = self._up
+        if path.blackhole or (not up and path.drop_replies):  # "lost"
+            self._next += 1
+            self.broken = True
+        elif path.up_cut if up else path.down_cut:  # "held"
+            self._landed[sequence] = data
+        else:
+            self._next += 1
+            if self.broken:
+                return
+            self._deliver(data)
 
     def pump(self) -> None:
         """Deliver what has landed, in order, unless the path holds it."""
