@@ -45,6 +45,12 @@ TTLS = (0.5, 1.0, 2.0, 3.0, 5.0)
 
 LONGEST_TTL = 10.0  # the fenced register's locks (a key one leaks outlives the tail)
 
+BURST = "b0"
+"""The burst process's name in the history (see :meth:`Deployment.burst`)."""
+BURST_NODE_TIMEOUT = 1.0  # its Redlock's: replies come 0.9 s after the send, in time
+BURST_DELAY = 0.45  # one way, on each of its paths
+BURST_SIZE = 4500  # acquires in one gather: more than four rounds of 1,024 slots
+
 
 @dataclass
 class Outcome:
@@ -213,7 +219,9 @@ class Deployment:
             self.start_worker()
         nemesis = asyncio.ensure_future(self.nemesis.run(self.faults_end))
         sampler = asyncio.ensure_future(self.sample()) if self.observe else None
+        burst = asyncio.ensure_future(self.burst())
         await nemesis
+        await burst
         hoarder = self.sim.spawn()  # in the fault-free tail
         hoard = hoarder.spawn(self.hoard())
         await asyncio.sleep(self.end - loop.time())
@@ -228,6 +236,55 @@ class Deployment:
         for name in COUNTERS:
             value = self.resource.counters.get(name, 0)
             self.recorder.add("sim", "read", "read", key=name, value=value)
+
+    async def burst(self) -> None:
+        """Volume: a process whose acquires fill every admission slot for seconds.
+
+        At a time drawn from the seed, a process starts (``b0``; no fault is
+        aimed at it, those of every process reach it) whose paths to the nodes
+        are slow - each reply 0.9 s after its command, inside its node_timeout
+        of 1 s (the fault tier's mixed-acquire-burst) - and takes, in one
+        ``gather``, :data:`BURST_SIZE` acquires (timeout 10 s) on names of its
+        own: four rounds and more of 1,024 attempts in flight. Meanwhile its
+        stream of acquires on other names, with timeout 0.3 s and
+        ``blocking=False`` in turn, must each return within its bound
+        (``call_bounds``): a deadline and the one-shots' reserve let them
+        past the line, not four rounds behind it.
+        """
+        loop = self.sim.loop
+        rng = random.Random(f"burst:{self.seed}")
+        at = loop.time() + rng.uniform(10.0, max(10.0, self.faults_end - loop.time() - 20.0))
+        await asyncio.sleep(at - loop.time())
+        process = self.sim.spawn()
+        for path in self.sim.net.paths_between(
+            [process.name], [server.name for server in self.sim.servers]
+        ):
+            path.latency, path.jitter = BURST_DELAY, 0.0  # fmt: skip
+        config: dict[str, Any] = {
+            "name": BURST,
+            "seed": rng.randrange(2**32),
+            "ttl": 3.0,
+            "duration": 9.0,
+            "worker": 0,
+            "limit": 3,
+            "clock": loop.time,
+            "direct_urls": self.sim.urls,
+            "redlock": {"node_timeout": BURST_NODE_TIMEOUT},
+            "mix": {
+                **SIM_MIX,
+                "roles": ["volume"],
+                # Its Redlock's two censuses (a round trip each) come first.
+                "burst_at": 4.0,
+                "burst_size": BURST_SIZE,
+                "burst_timeout": 10.0,
+                "stream_every": 0.05,
+                "stream_timeouts": (0.0, 0.3),
+            },
+        }
+        main = process.spawn(
+            start_mixed(process, config, self.recorder, self.board, self.resource, lambda _: None)
+        )
+        await asyncio.wait([main], timeout=60.0)
 
     async def hoard(self, count: int = 300) -> None:
         """Grants on one node (ttl 30 s, longer than the run has left), taken in one
