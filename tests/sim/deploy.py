@@ -109,6 +109,8 @@ class Deployment:
         self.nemesis = Nemesis(self, random.Random(f"nemesis:{seed}"), kinds)
         self.errors: list[str] = []
         self.stalled: dict[int, float] = {}  # worker -> when its stall in an acquire began
+        self.stream_hosts: dict[str, int] = {}  # "readers", "writer" -> worker
+        self.resumed: dict[int, float] = {}  # worker -> when it last resumed from a stop
 
     def _make_node(self, index: int, true_ms: Callable[[], int]) -> SimNode:
         clock = Clock(true_ms)
@@ -124,6 +126,12 @@ class Deployment:
         ttl = self.rng.choice(TTLS)
         worker = _Worker(index, self.sim.spawn(), ttl)
         self.workers.append(worker)
+        # The read-write stream on r2 (mixed.py): its writer in one process, its
+        # readers in another; a crash's replacement takes over what died with
+        # it, so the stream lasts the run (one role per process).
+        role = next((r for r in ("writer", "readers") if self._stream_host_gone(r)), None)
+        if role is not None:
+            self.stream_hosts[role] = index
         config: dict[str, Any] = {
             "name": f"w{index}",
             "seed": self.rng.randrange(2**32),
@@ -135,6 +143,8 @@ class Deployment:
             "clock": self.sim.loop.time,
             "direct_urls": self.sim.urls,
             "mix": {**SIM_MIX, "fenced_ttl": LONGEST_TTL},
+            "stream_readers": role == "readers",
+            "stream_writer": role == "writer",
         }
 
         def made(mixed: SimMixed) -> None:
@@ -144,6 +154,10 @@ class Deployment:
             start_mixed(worker.process, config, self.recorder, self.board, self.resource, made)
         )
         return worker
+
+    def _stream_host_gone(self, role: str) -> bool:
+        host = self.stream_hosts.get(role)
+        return host is None or self.workers[host].process.dead
 
     def process(self, worker: int) -> SimProcess:
         return self.workers[worker].process
@@ -177,6 +191,14 @@ class Deployment:
         it resumes, as the fault tier's loops report their stalls)."""
         loop = self.sim.loop
         process = self.process(worker)
+        mixed = self.workers[worker].mixed
+        if self.resumed.get(worker) == loop.time() and mixed is not None:
+            # It resumes from a stop at this very instant: a stall now would make
+            # one stop of the two, which no process notices in between (nor do
+            # the checkers, which end its renewed claims when the last began).
+            # At its next grant instead.
+            mixed.trap = lambda: self.stall(worker, armed)
+            return
         fault = Fault(armed.id, armed.kind, loop.time(), armed.duration, (), (worker,))
         self.record_fault("fault", fault)
         self.stalled[worker] = fault.at
@@ -184,6 +206,7 @@ class Deployment:
 
         def resume() -> None:
             if self.stalled.pop(worker, None) is not None:
+                self.resumed[worker] = loop.time()
                 process.resume()
                 self.recorder.add(f"w{worker}", "lag", "loop", value=round(fault.duration * 1000))
                 self.record_fault("heal", fault)

@@ -393,8 +393,13 @@ class SimMixed(Mixed):
         await self.cycle(lock, "read", "r2", 2.5, lambda _: hold)
 
     async def stream_write(self) -> None:
+        """A write now and then: back to back, a writer that got in once kept
+        the name (the readers, woken by its release, missed the few ms before
+        its next attempt), and readers that ignore a waiting writer never
+        starved it."""
         lock = self.redlock.rwlock("r2").write(ttl=self.ttl, auto_extend=False)
         await self.cycle(lock, "write", "r2", 2.5, lambda _: 0.05)
+        await asyncio.sleep(self.rng.uniform(0.3, 0.6))
 
     # -- the nemesis's requests --------------------------------------------
 
@@ -424,9 +429,9 @@ class SimMixed(Mixed):
             extra += [self.looping(self.semaphore) for _ in range(mix["sem_others"])]
         if self.index % 4 == mix["volume_worker"]:  # the fault tier's volume stream
             extra.append(self.stream())
-        if self.index == mix["stream_worker"]:
+        if self.config.get("stream_readers"):
             extra += [self.looping(self.stream_read) for _ in range(mix["stream_readers"])]
-        if self.index == mix["stream_writer"]:
+        if self.config.get("stream_writer"):
             extra.append(self.looping(self.stream_write))
         return extra
 
@@ -451,15 +456,15 @@ SIM_MIX: dict[str, Any] = {
     # with the limit of 3 here, as many failed attempts as grants otherwise.
     "sem_tasks": 6,
     "sem_others": 2,  # semaphore tasks of each other process
-    "stream_worker": 1,  # the process with a stream of readers and a writer on r2
-    # As the fault tier's reader-stream schedule: five readers, each back within
-    # 10 ms, overlap all the time - only readers standing back for a waiting
-    # writer let it in (three left gaps it got through anyway).
+    # A stream of readers on r2 and a writer (deploy.py picks their processes:
+    # config "stream_readers", "stream_writer"). As the fault tier's
+    # reader-stream schedule, five readers, each back within 10 ms, overlap
+    # all the time - only readers standing back for a waiting writer let it in
+    # (three left gaps it got through anyway). Their writer is in another
+    # process: in theirs, a waiting writer holds the readers back in the
+    # process's own line (the client's), and the nodes' rule - readers refused
+    # while a writer waits - would go untested.
     "stream_readers": 5,
-    # Their writer in another process: in theirs, a waiting writer holds the
-    # readers back in the process's own line (the client's), and the nodes'
-    # rule - readers refused while a writer waits - would go untested.
-    "stream_writer": 0,
     # Every fourth process (w2, w6, ...): one-attempt acquires on v:0..49 every
     # 20 ms (at most 100 in flight), as the fault tier's volume worker: a slow
     # majority's backlog meets a steady stream of calls that must not wait it out.
