@@ -283,6 +283,7 @@ def call_bounds(
     node_timeout: float,
     slack: float = 0.5,
     slots: int = 1280,
+    vote: float | None = None,
 ) -> Verdict:
     """Every call returned within its stated bound (API.md: "whatever other locks
     of the process are doing").
@@ -302,7 +303,9 @@ def call_bounds(
       V more for a semaphore;
     - a release, an adopt: V (one fan-out).
 
-    ``slack`` on top of each, for a loaded machine.
+    ``slack`` on top of each, for a loaded machine. ``vote``: V itself, for a
+    judge in a process whose library may be patched (a planted bug that
+    changes the bound must not change what it is held to).
     Allowed on top: the time the call's own event loop was stalled meanwhile
     (``lag`` events). Calls with no timeout have no bound here. A call that
     never returned is judged at its process's last event. Whatever a call
@@ -312,7 +315,7 @@ def call_bounds(
     history = sorted(events, key=lambda e: e.time)
     found = calls(history)
     stalls = _stalls(history)
-    limit = vote_limit(node_timeout)
+    limit = vote_limit(node_timeout) if vote is None else vote
     ahead = _oneshots_ahead(found)
     over: list[tuple[float, str]] = []
     worst = 0.0

@@ -45,6 +45,12 @@ TTLS = (0.5, 1.0, 2.0, 3.0, 5.0)
 
 LONGEST_TTL = 10.0  # the fenced register's locks (a key one leaks outlives the tail)
 
+BURST = "b0"
+"""The burst process's name in the history (see :meth:`Deployment.burst`)."""
+BURST_NODE_TIMEOUT = 1.0  # its Redlock's: replies come 0.9 s after the send, in time
+BURST_DELAY = 0.45  # one way, on each of its paths
+BURST_SIZE = 4500  # acquires in one gather: more than four rounds of 1,024 slots
+
 
 @dataclass
 class Outcome:
@@ -103,6 +109,8 @@ class Deployment:
         self.nemesis = Nemesis(self, random.Random(f"nemesis:{seed}"), kinds)
         self.errors: list[str] = []
         self.stalled: dict[int, float] = {}  # worker -> when its stall in an acquire began
+        self.stream_hosts: dict[str, int] = {}  # "readers", "writer" -> worker
+        self.resumed: dict[int, float] = {}  # worker -> when it last resumed from a stop
 
     def _make_node(self, index: int, true_ms: Callable[[], int]) -> SimNode:
         clock = Clock(true_ms)
@@ -118,6 +126,12 @@ class Deployment:
         ttl = self.rng.choice(TTLS)
         worker = _Worker(index, self.sim.spawn(), ttl)
         self.workers.append(worker)
+        # The read-write stream on r2 (mixed.py): its writer in one process, its
+        # readers in another; a crash's replacement takes over what died with
+        # it, so the stream lasts the run (one role per process).
+        role = next((r for r in ("writer", "readers") if self._stream_host_gone(r)), None)
+        if role is not None:
+            self.stream_hosts[role] = index
         config: dict[str, Any] = {
             "name": f"w{index}",
             "seed": self.rng.randrange(2**32),
@@ -129,6 +143,8 @@ class Deployment:
             "clock": self.sim.loop.time,
             "direct_urls": self.sim.urls,
             "mix": {**SIM_MIX, "fenced_ttl": LONGEST_TTL},
+            "stream_readers": role == "readers",
+            "stream_writer": role == "writer",
         }
 
         def made(mixed: SimMixed) -> None:
@@ -138,6 +154,10 @@ class Deployment:
             start_mixed(worker.process, config, self.recorder, self.board, self.resource, made)
         )
         return worker
+
+    def _stream_host_gone(self, role: str) -> bool:
+        host = self.stream_hosts.get(role)
+        return host is None or self.workers[host].process.dead
 
     def process(self, worker: int) -> SimProcess:
         return self.workers[worker].process
@@ -171,6 +191,14 @@ class Deployment:
         it resumes, as the fault tier's loops report their stalls)."""
         loop = self.sim.loop
         process = self.process(worker)
+        mixed = self.workers[worker].mixed
+        if self.resumed.get(worker) == loop.time() and mixed is not None:
+            # It resumes from a stop at this very instant: a stall now would make
+            # one stop of the two, which no process notices in between (nor do
+            # the checkers, which end its renewed claims when the last began).
+            # At its next grant instead.
+            mixed.trap = lambda: self.stall(worker, armed)
+            return
         fault = Fault(armed.id, armed.kind, loop.time(), armed.duration, (), (worker,))
         self.record_fault("fault", fault)
         self.stalled[worker] = fault.at
@@ -178,6 +206,7 @@ class Deployment:
 
         def resume() -> None:
             if self.stalled.pop(worker, None) is not None:
+                self.resumed[worker] = loop.time()
                 process.resume()
                 self.recorder.add(f"w{worker}", "lag", "loop", value=round(fault.duration * 1000))
                 self.record_fault("heal", fault)
@@ -213,7 +242,9 @@ class Deployment:
             self.start_worker()
         nemesis = asyncio.ensure_future(self.nemesis.run(self.faults_end))
         sampler = asyncio.ensure_future(self.sample()) if self.observe else None
+        burst = asyncio.ensure_future(self.burst())
         await nemesis
+        await burst
         hoarder = self.sim.spawn()  # in the fault-free tail
         hoard = hoarder.spawn(self.hoard())
         await asyncio.sleep(self.end - loop.time())
@@ -228,6 +259,55 @@ class Deployment:
         for name in COUNTERS:
             value = self.resource.counters.get(name, 0)
             self.recorder.add("sim", "read", "read", key=name, value=value)
+
+    async def burst(self) -> None:
+        """Volume: a process whose acquires fill every admission slot for seconds.
+
+        At a time drawn from the seed, a process starts (``b0``; no fault is
+        aimed at it, those of every process reach it) whose paths to the nodes
+        are slow - each reply 0.9 s after its command, inside its node_timeout
+        of 1 s (the fault tier's mixed-acquire-burst) - and takes, in one
+        ``gather``, :data:`BURST_SIZE` acquires (timeout 10 s) on names of its
+        own: four rounds and more of 1,024 attempts in flight. Meanwhile its
+        stream of acquires on other names, with timeout 0.3 s and
+        ``blocking=False`` in turn, must each return within its bound
+        (``call_bounds``): a deadline and the one-shots' reserve let them
+        past the line, not four rounds behind it.
+        """
+        loop = self.sim.loop
+        rng = random.Random(f"burst:{self.seed}")
+        at = loop.time() + rng.uniform(10.0, max(10.0, self.faults_end - loop.time() - 20.0))
+        await asyncio.sleep(at - loop.time())
+        process = self.sim.spawn()
+        for path in self.sim.net.paths_between(
+            [process.name], [server.name for server in self.sim.servers]
+        ):
+            path.latency, path.jitter = BURST_DELAY, 0.0  # fmt: skip
+        config: dict[str, Any] = {
+            "name": BURST,
+            "seed": rng.randrange(2**32),
+            "ttl": 3.0,
+            "duration": 9.0,
+            "worker": 0,
+            "limit": 3,
+            "clock": loop.time,
+            "direct_urls": self.sim.urls,
+            "redlock": {"node_timeout": BURST_NODE_TIMEOUT},
+            "mix": {
+                **SIM_MIX,
+                "roles": ["volume"],
+                # Its Redlock's two censuses (a round trip each) come first.
+                "burst_at": 4.0,
+                "burst_size": BURST_SIZE,
+                "burst_timeout": 10.0,
+                "stream_every": 0.05,
+                "stream_timeouts": (0.0, 0.3),
+            },
+        }
+        main = process.spawn(
+            start_mixed(process, config, self.recorder, self.board, self.resource, lambda _: None)
+        )
+        await asyncio.wait([main], timeout=60.0)
 
     async def hoard(self, count: int = 300) -> None:
         """Grants on one node (ttl 30 s, longer than the run has left), taken in one

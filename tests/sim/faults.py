@@ -220,6 +220,7 @@ def _pause_worker(dep: Deployment, fault: Fault) -> Heal:
     def heal() -> None:
         for worker, process in zip(fault.workers, processes, strict=True):
             if not process.dead:
+                dep.resumed[worker] = dep.sim.loop.time()
                 process.resume()
                 # Its loop ran this late: what the fault tier's bounds allow on top.
                 dep.recorder.add(f"w{worker}", "lag", "loop", value=round(fault.duration * 1000))

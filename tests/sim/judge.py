@@ -16,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
+from redlock_async._engine import vote_limit
+
 from ..faults.checkers import (
     adopt_scope,
     call_bounds,
@@ -32,13 +34,18 @@ from ..faults.checkers import (
 )
 from ..faults.history import Event
 from ..faults.verdict import Verdict
-from .deploy import LONGEST_TTL
+from .deploy import BURST, BURST_NODE_TIMEOUT, LONGEST_TTL
 from .faults import KINDS
 from .liveness import free_name_granted, held_lock_kept, never_kept_out
 
 __all__ = ["CHECKERS", "PENDING_CHECKERS", "fault_tier_view", "judge"]
 
 NODE_TIMEOUT = 0.05  # the library's defaults, which every process uses
+# The longest a vote stays pending, as the library states it - taken once, at
+# import: a planted bug (unbounded-backlog-vote) patches the library of the
+# process that judges, and must not move the bound it is held to.
+VOTE_LIMIT = vote_limit(NODE_TIMEOUT)
+BURST_VOTE_LIMIT = vote_limit(BURST_NODE_TIMEOUT)
 RETRY = 0.2 + 0.2  # retry_delay + retry_jitter
 LIMIT = 3  # the semaphore's (deploy.py)
 
@@ -82,6 +89,24 @@ def _returned(events: Sequence[Event]) -> list[Event]:
 AFTER_HEAL = 3.0
 
 
+def claims_within_keys(events: Sequence[Event]) -> Verdict:
+    """No holder's claimed validity outlives its keys (docs/guarantees.md: the
+    validity acquire() reports is a lower bound on how long a quorum of nodes
+    keeps the grant, elapsed time and clock drift taken off): each grant's
+    claim is held to the nodes' keys as it is made (``Recorder._claim_kept``)."""
+    found = [e for e in events if e.kind == "claim" and e.op == "outlives"]
+    claims = sum(
+        1 for e in events if e.kind == "ok" and e.op == "acquire" and e.valid_until is not None
+    )
+    violations = [
+        f"{e.process} at {e.time:.6f}: the claim on {e.key!r} (token {e.token[:12]}) until"
+        f" {e.valid_until:.6f} outlives its keys on a quorum: {e.detail}"
+        for e in found
+    ]
+    return Verdict("claims_within_keys", not violations, violations,
+                   {"claims": claims, "outliving": len(found)})  # fmt: skip
+
+
 def writer_starvation(events: Sequence[Event], res: str = "r2") -> Verdict:
     """A writer is not starved by a steady stream of readers (API.md): of the
     write acquires on ``res`` that ended granted or out of time, at least half
@@ -97,15 +122,38 @@ def writer_starvation(events: Sequence[Event], res: str = "r2") -> Verdict:
     return Verdict("writer_starvation", not violations, violations, counts)
 
 
+def _call_bounds(events: Sequence[Event]) -> Verdict:
+    """Every call within its bound: the burst process's (``deploy.py``) at its
+    own node_timeout, every other process's at the default."""
+    returned = _returned(events)
+    mine = [e for e in returned if e.process != BURST]
+    burst = [e for e in returned if e.process == BURST]
+    verdict = call_bounds(mine, node_timeout=NODE_TIMEOUT, vote=VOTE_LIMIT)
+    if not burst:
+        return verdict
+    theirs = call_bounds(burst, node_timeout=BURST_NODE_TIMEOUT, vote=BURST_VOTE_LIMIT)
+    counts = {name: verdict.counts.get(name, 0) + theirs.counts.get(name, 0)
+              for name in verdict.counts}  # fmt: skip
+    counts["burst_calls"] = theirs.counts.get("calls", 0)
+    violations = theirs.violations + verdict.violations
+    return Verdict("call_bounds", not violations, violations, counts, verdict.figures)
+
+
+def _waiters(events: Sequence[Event]) -> list[Event]:
+    """The history for the waiting checkers, without the burst's own acquires
+    (``deploy.py``): thousands of callers on names of their own, waiting their
+    turn at the admission line by design - which ``call_bounds`` judges - not
+    for a name (and each judged against every other, a quadratic cost)."""
+    return fault_tier_view([e for e in events if e.process != BURST or not e.key.startswith("x:")])
+
+
 def _prompt(events: Sequence[Event]) -> Verdict:
-    return prompt_grants(
-        fault_tier_view(events), retry=RETRY, ttl=LONGEST_TTL, after_heal=AFTER_HEAL
-    )
+    return prompt_grants(_waiters(events), retry=RETRY, ttl=LONGEST_TTL, after_heal=AFTER_HEAL)
 
 
 def _waits(events: Sequence[Event]) -> Verdict:
     return waits_only_for_its_names(
-        fault_tier_view(events), retry=RETRY, ttl=LONGEST_TTL, after_heal=AFTER_HEAL
+        _waiters(events), retry=RETRY, ttl=LONGEST_TTL, after_heal=AFTER_HEAL
     )
 
 
@@ -119,11 +167,12 @@ CHECKERS: dict[str, Checker] = {
     "holder_told": lambda events: holder_told(events, bound=LONGEST_TTL + 0.3),
     "cancel_safety": cancel_safety,
     "adopt_scope": adopt_scope,
-    "call_bounds": lambda events: call_bounds(_returned(events), node_timeout=NODE_TIMEOUT),
+    "call_bounds": _call_bounds,
     "prompt_grants": _prompt,
     "waits_only_for_its_names": _waits,
     "no_stray_tasks": _no_stray_tasks,
     "writer_starvation": writer_starvation,
+    "claims_within_keys": claims_within_keys,
 }
 """The checkers the code as it stands is expected to pass."""
 

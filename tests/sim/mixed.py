@@ -25,10 +25,14 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from redlock_async import Lock, Redlock, RedlockError
+from redlock_async._base._keys import lock_key
 
 from ..faults.history import ACQUIRE_OPS, Event
 from ..faults.mixed import _GRANT_OPS, Mixed, _watch_releases
 from ..faults.worker import _ATTEMPTS, _watch_tokens
+
+PREFIX = "redlock:"  # the Redlocks' (the library's default)
+DRIFT_FACTOR = 0.01  # the model's bound on a node clock's rate (the library's default)
 
 if TYPE_CHECKING:
     from .process import SimProcess
@@ -68,6 +72,9 @@ class Recorder:
         token = given.get("token", "")
         if kind == "ok" and op in ACQUIRE_OPS:
             self._open.setdefault(process, {})[given.get("key", ""), token] = op
+            claim = given.get("valid_until")
+            if op == "acquire" and claim is not None and token:
+                self._claim_kept(process, given.get("key", ""), token, claim)
         elif kind in ("release", "lost") and token:
             self._open.get(process, {}).pop((given.get("key", ""), token), None)
         elif kind == "hold" and token:
@@ -79,6 +86,48 @@ class Recorder:
             self._calls.setdefault(process, {})[given["value"]] = (op, given.get("key", ""))
         elif kind == "return":
             self._calls.get(process, {}).pop(given["value"], None)
+
+    def _claim_kept(self, process: str, name: str, token: str, claim: float) -> None:
+        """A claimed validity must not outlive the keys: at the grant, a quorum of
+        nodes keeps the token's key until the claim ends, at the fastest clock
+        the model allows (``drift_factor`` ahead). Else a ``claim``
+        ``outlives`` event (``claims_within_keys``): a holder that trusts it
+        may still write when another is granted the name.
+
+        Nodes that hold the token with a key too short for the claim are
+        named; a node that lost it meanwhile (a restart) is neither, so only
+        keys the grant wrote can fail it."""
+        key = lock_key(PREFIX, name)
+        raw = token.encode()
+        now = self.sim.loop.time()
+        covering, short = 0, []
+        for index, server in enumerate(self.sim.servers):
+            if server.stopped:
+                continue
+            node: Any = server.node  # a SimNode
+            db = node.dbs[0]
+            if db.data.get(key) != raw:
+                continue
+            at = db.expires.get(key)
+            if at is None:
+                covering += 1
+                continue
+            # What the grant can claim of this key, at the fastest clock: it was
+            # set at or after the attempt began, and a claim ends 1% + 2 ms
+            # short of the ttl from then. (No ms rounding here: the node's
+            # whole ms - of true ones, whole too - may have jumped by two since
+            # the write in under one; the claim's 2 ms cover that.)
+            left = (at - node.clock()) / 1000.0 / (1.0 + DRIFT_FACTOR)
+            if left <= 0:
+                continue  # expired (the node has not dropped it yet)
+            if now + left + 1e-6 >= claim:
+                covering += 1
+            else:
+                short.append(f"node {index} {now + left:.6f}")
+        if short and covering < len(self.sim.servers) // 2 + 1:
+            self.events.append(Event(now, process, "claim", "outlives", key=name, token=token,
+                                     valid_until=claim,
+                                     detail=f"keys end by {', '.join(short)}"))  # fmt: skip
 
     def crashed(self, process: str) -> None:
         """``process`` was killed: its calls and windows end now, its keys live out
@@ -344,8 +393,13 @@ class SimMixed(Mixed):
         await self.cycle(lock, "read", "r2", 2.5, lambda _: hold)
 
     async def stream_write(self) -> None:
+        """A write now and then: back to back, a writer that got in once kept
+        the name (the readers, woken by its release, missed the few ms before
+        its next attempt), and readers that ignore a waiting writer never
+        starved it."""
         lock = self.redlock.rwlock("r2").write(ttl=self.ttl, auto_extend=False)
         await self.cycle(lock, "write", "r2", 2.5, lambda _: 0.05)
+        await asyncio.sleep(self.rng.uniform(0.3, 0.6))
 
     # -- the nemesis's requests --------------------------------------------
 
@@ -364,6 +418,8 @@ class SimMixed(Mixed):
 
     def more_tasks(self) -> list[Awaitable[None]]:
         mix = self.mix
+        if self.role == "volume":  # the burst process (deploy.py): its stream and burst only
+            return []
         extra: list[Awaitable[None]] = [
             self.adopting(),
             *(self.looping(self.counter) for _ in range(mix["counter_tasks"])),
@@ -373,8 +429,9 @@ class SimMixed(Mixed):
             extra += [self.looping(self.semaphore) for _ in range(mix["sem_others"])]
         if self.index % 4 == mix["volume_worker"]:  # the fault tier's volume stream
             extra.append(self.stream())
-        if self.index == mix["stream_worker"]:
-            extra += [self.looping(self.stream_read) for _ in range(3)]
+        if self.config.get("stream_readers"):
+            extra += [self.looping(self.stream_read) for _ in range(mix["stream_readers"])]
+        if self.config.get("stream_writer"):
             extra.append(self.looping(self.stream_write))
         return extra
 
@@ -399,7 +456,15 @@ SIM_MIX: dict[str, Any] = {
     # with the limit of 3 here, as many failed attempts as grants otherwise.
     "sem_tasks": 6,
     "sem_others": 2,  # semaphore tasks of each other process
-    "stream_worker": 1,  # the process with a stream of readers and a writer on r2
+    # A stream of readers on r2 and a writer (deploy.py picks their processes:
+    # config "stream_readers", "stream_writer"). As the fault tier's
+    # reader-stream schedule, five readers, each back within 10 ms, overlap
+    # all the time - only readers standing back for a waiting writer let it in
+    # (three left gaps it got through anyway). Their writer is in another
+    # process: in theirs, a waiting writer holds the readers back in the
+    # process's own line (the client's), and the nodes' rule - readers refused
+    # while a writer waits - would go untested.
+    "stream_readers": 5,
     # Every fourth process (w2, w6, ...): one-attempt acquires on v:0..49 every
     # 20 ms (at most 100 in flight), as the fault tier's volume worker: a slow
     # majority's backlog meets a steady stream of calls that must not wait it out.

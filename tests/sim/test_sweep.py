@@ -61,6 +61,7 @@ FAST_MUTANTS = {
     "quorum-n2": "mutual_exclusion",
     "release-with-del": "mutual_exclusion",
     "semaphore-counts-per-node": "semaphore_limit",
+    "no-drift-margin": "claims_within_keys",
 }
 
 
