@@ -20,6 +20,7 @@ node's votes (``out``/``in`` events, key the node's index).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import random
 from collections.abc import Callable, Sequence
@@ -27,8 +28,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from redlock_async import Redlock
+from redlock_async._base._keys import lock_key
 from redlock_async._engine._epochs import Epochs
 
+from ..faults.bounds import restart_out
 from ..faults.history import ACQUIRE_OPS, Event
 from .clock import Clock
 from .faults import Fault
@@ -44,6 +47,10 @@ TTLS = (0.5, 1.0, 2.0, 3.0, 5.0)
 """The processes' ttls, drawn per process: restarts across processes with different ttls."""
 
 LONGEST_TTL = 10.0  # the fenced register's locks (a key one leaks outlives the tail)
+
+EPISODE_AT = 1.25 * LONGEST_TTL + 1.0
+"""When the restart episode starts after the faulted part: past the longest hold
+a loss there can cost (1.25 x the longest ttl), so only its own loss counts."""
 
 BURST = "b0"
 """The burst process's name in the history (see :meth:`Deployment.burst`)."""
@@ -103,7 +110,9 @@ class Deployment:
         self.workers: list[_Worker] = []
         self.longest_ttl = LONGEST_TTL
         self.faults_end = self.sim.loop.time() + rng.uniform(0.75, 1.25) * minutes * 60
-        self.end = self.faults_end + LONGEST_TTL + 5.0  # the tail: every faulted key expires
+        # The tail: every faulted key expires, and the restart episode runs
+        # once every node kept out for the faulted part's losses is back.
+        self.end = self.faults_end + EPISODE_AT + LONGEST_TTL + 5.0
         self.bound = 2.0
         self.observe = observe
         self.nemesis = Nemesis(self, random.Random(f"nemesis:{seed}"), kinds)
@@ -247,6 +256,8 @@ class Deployment:
         await burst
         hoarder = self.sim.spawn()  # in the fault-free tail
         hoard = hoarder.spawn(self.hoard())
+        await asyncio.sleep(self.faults_end + EPISODE_AT - loop.time())
+        await self.restart_episode()
         await asyncio.sleep(self.end - loop.time())
         await hoard
         mains = [w.main for w in self.workers if w.main is not None and not w.process.dead]
@@ -309,6 +320,79 @@ class Deployment:
         )
         await asyncio.wait([main], timeout=60.0)
 
+    async def restart_episode(self) -> None:
+        """The restart rule's own schedule, once per seed, in the tail.
+
+        The nemesis's data losses rarely meet a grant held on a bare quorum
+        that another process then wants, so the rule's planted bugs went
+        uncaught. Here, in the model (one faulty node at a time):
+
+        - ``e0``, blackholed from a minority of the nodes, is granted ``restart-probe``
+          (ttl 10 s, not renewed) on the others: a bare quorum. The paths heal.
+        - ``e1`` takes another name first, so its view of the nodes is made
+          before the loss; its path to the quorum's second node is slower, so
+          that node answers its censuses last.
+        - 2.8 s after the grant (past a quarter of the record it must leave),
+          node 0, of the quorum, loses its data: emptied by ``FLUSHALL`` (no
+          restart to see), restarted empty, or restarted from an append-only
+          file missing its last writes (its epoch kept) - drawn from the seed.
+        - ``e1`` asks for ``restart-probe`` (3 s: past a restart's 2 s hold).
+          Only the restart rule keeps node 0's yes from counting with the free
+          nodes': a second holder otherwise (``mutual_exclusion``).
+        """
+        loop = self.sim.loop
+        rng = random.Random(f"restart-episode:{self.seed}")
+        names = [server.name for server in self.sim.servers]
+        quorum = len(names) // 2 + 1
+        name = "restart-probe"
+        first = self.sim.spawn()
+        record_first = self.recorder.for_process("e0")
+        for path in self.sim.net.paths_between([first.name], names[quorum:]):
+            path.blackhole = True  # its commands there lost, not held: a bare quorum
+        held = first.context.run(first.redlock.lock, name, ttl=10.0, auto_extend=False)
+        ok = await first.spawn(held.acquire(timeout=5.0))
+        self.sim.net.heal([first.name], names[quorum:])
+        if not ok:
+            await first.spawn(first.redlock.aclose())
+            return
+        granted = loop.time()
+        token = held.token or ""
+        record_first("ok", "acquire", key=name, token=token, valid_until=granted + held.valid_for)
+        second = self.sim.spawn()
+        record_second = self.recorder.for_process("e1")
+        self.sim.net.path(second.name, names[1]).latency = 0.015
+        warm = second.context.run(second.redlock.lock, "restart-warm", ttl=2.0, auto_extend=False)
+        if await second.spawn(warm.acquire(timeout=2.0)):
+            await second.spawn(_quietly(warm.release()))
+        kind = rng.choice(("flushall", "restart-node-empty", "restart-aof-prefix"))
+        if kind != "restart-aof-prefix":  # an append-only file loses only its last writes
+            await asyncio.sleep(max(0.0, granted + 2.8 - loop.time()))
+        lost = since_written(self.nodes[0], lock_key("redlock:", name))
+        fault = Fault(10_000, kind, loop.time(), 0.0, (0,), (), float(lost))
+        if kind == "flushall":
+            self.nodes[0].flushall()
+        elif kind == "restart-node-empty":
+            self.sim.servers[0].restart(down_for=0.0, keep="none")
+        else:
+            self.sim.servers[0].restart(down_for=0.0, keep="aof_prefix", lost=lost)
+        self.record_fault("fault", fault)
+        self.nemesis.losses[0] = max(self.nemesis.losses.get(0, 0.0),
+                                     restart_out(fault.at, fault.at, self.longest_ttl))  # fmt: skip
+        self.record_fault("heal", fault)
+        await asyncio.sleep(0.2)
+        other = second.context.run(second.redlock.lock, name, ttl=4.0, auto_extend=False)
+        self.episode = (kind, other)
+        if await second.spawn(other.acquire(timeout=3.0)):
+            claim = loop.time() + other.valid_for
+            record_second("ok", "acquire", key=name, token=other.token or "", valid_until=claim)
+            await asyncio.sleep(0.5)
+            record_second("release", "acquire", key=name, token=other.token or "")
+            await second.spawn(_quietly(other.release()))
+        record_first("release", "acquire", key=name, token=token)
+        await first.spawn(_quietly(held.release()))
+        await second.spawn(second.redlock.aclose())
+        await first.spawn(first.redlock.aclose())
+
     async def hoard(self, count: int = 300) -> None:
         """Grants on one node (ttl 30 s, longer than the run has left), taken in one
         ``gather`` and released in one: each release must reach the node, or its
@@ -362,6 +446,22 @@ class Deployment:
                         self.recorder.add(f"w{worker.index}", "in", "node", key=str(node))
                 was[worker.index] = now
             await asyncio.sleep(every)
+
+
+def since_written(node: SimNode, key: bytes) -> int:
+    """How many of ``node``'s last write units reach back to the last write of
+    ``key`` (all it keeps, when none of them wrote it)."""
+    units = node.journal.units if node.journal is not None else ()
+    for back, unit in enumerate(reversed(units), start=1):
+        if any(written == key for _, written in unit):
+            return back
+    return len(units)
+
+
+async def _quietly(release: Any) -> None:
+    """A release whose failure (the grant already lost) is no finding here."""
+    with contextlib.suppress(Exception):  # LockNotOwned, LockLost: the history has the claim
+        await release
 
 
 def kept_out(redlock: Redlock, now: float) -> dict[int, str]:
