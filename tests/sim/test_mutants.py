@@ -9,12 +9,9 @@ worker does. Whether each is caught is the long sweep's (docs/faults.md).
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
-from .._loops import REPO, child_env
+from ..faults.test_mutants import _run
 from .mutants import MUTANTS
 
 _APPLY = """
@@ -37,18 +34,6 @@ for module in [m for n, m in sys.modules.items() if n.startswith("redlock_async"
 """
 
 _EDITED = ("restart-no-epoch-check", "restart-record-never-raised", "restart-record-lowered")
-
-
-def _run(code: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 @pytest.mark.parametrize("name", sorted(MUTANTS))
