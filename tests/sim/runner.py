@@ -165,11 +165,18 @@ def _results(
 ) -> Generator[SeedResult, None, None]:
     """Each seed's result from ``seed`` on, in seed order, for as long as asked."""
     if workers <= 1:
+        # In this process (a test's too): the library's log level comes back
+        # after, or later tests here would hear none of its warnings.
+        library = logging.getLogger("redlock_async")
+        level = library.level
         _worker_init(mutant)
-        current = seed
-        while True:
-            yield run_seed(current, pending=pending, minutes=minutes)
-            current += 1
+        try:
+            current = seed
+            while True:
+                yield run_seed(current, pending=pending, minutes=minutes)
+                current += 1
+        finally:
+            library.setLevel(level)
     context = multiprocessing.get_context("fork")
     with context.Pool(workers, initializer=_worker_init, initargs=(mutant,)) as pool:
         queued: deque[Any] = deque()
