@@ -78,10 +78,10 @@ async def _both_drivers(port: int) -> None:
     try:
         for node in (f"redis://127.0.0.1:{port}/0", client):
             async with Redlock([node], node_timeout=1.0) as redlock:
-                async with redlock.lock("a", ttl=5.0, fencing=True, fair=True):
+                async with redlock.lock("a", ttl=5.0, fencing=True, fair=True, timeout=5.0):
                     await redlock.holder("a")
                 held = redlock.lock("w", ttl=5.0)
-                assert await held.acquire()
+                assert await held.acquire(timeout=5.0)
                 await held.extend()
                 second = redlock.lock("w", ttl=5.0, timeout=3.0)
                 waiter = asyncio.create_task(second.acquire())
@@ -102,14 +102,18 @@ async def _both_drivers(port: int) -> None:
         await client.aclose()
 
 
-def test_every_command_the_drivers_send_is_modelled(real: RealServer) -> None:
-    monitor = RealConn(real.port)
-    try:
-        monitor.send([b"MONITOR"])
-        asyncio.run(_both_drivers(real.port))
-        lines = monitor.pending(0.2)
-    finally:
-        monitor.close()
+def test_every_command_the_drivers_send_is_modelled() -> None:
+    # A server of its own: the sweeps above leave random keys under the same
+    # prefix and names ("a": a held lock or a fair line there made the lock
+    # below, with no timeout, wait out the 120 s test timeout in CI).
+    with RealServer() as real:
+        monitor = RealConn(real.port)
+        try:
+            monitor.send([b"MONITOR"])
+            asyncio.run(_both_drivers(real.port))
+            lines = monitor.pending(0.2)
+        finally:
+            monitor.close()
     seen: set[tuple[bytes, ...]] = set()
     for line in lines:
         assert isinstance(line, Status)
