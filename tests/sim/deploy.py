@@ -316,13 +316,14 @@ class Deployment:
         await asyncio.wait([main], timeout=60.0)
 
     async def hoard(self, count: int = 300) -> None:
-        """Grants on one node (ttl 30 s, longer than the run has left), taken in one
+        """Grants on one node (ttl 90 s, longer than the run has left), taken in one
         ``gather`` and released in one: each release must reach the node, or its
-        key outlives the run (the fault tier's hoard, smaller)."""
+        key outlives the run (the fault tier's hoard, smaller). The last node:
+        the restart episodes (``episode.py``) empty the first."""
         # A prefix of its own: a Redlock over other nodes on the same prefix would
         # keep the others' nodes out (docs/guarantees.md: "a prefix each").
-        straight = Redlock(self.sim.urls[:1], prefix="hoard:")
-        locks = [straight.lock(f"hoard:{i}", ttl=30.0, auto_extend=False) for i in range(count)]
+        straight = Redlock(self.sim.urls[-1:], prefix="hoard:")
+        locks = [straight.lock(f"hoard:{i}", ttl=90.0, auto_extend=False) for i in range(count)]
         got = await asyncio.gather(*(lock.acquire(timeout=5.0) for lock in locks),
                                    return_exceptions=True)  # fmt: skip
         held = [lock for lock, ok in zip(locks, got, strict=True) if ok is True]
