@@ -99,6 +99,9 @@ def _run(args: argparse.Namespace) -> int:
           f" of {len(figures['fault_kinds'])} kinds, {len(figures['violations'])} violations;"
           f" {figures['simulated_seconds']:.0f} simulated s in {figures['wall_seconds']:.1f} s;"
           f" history {figures['history_sha256'][:16]}")  # fmt: skip
+    caught = report.grants_until_caught
+    if caught is not None:
+        print(f"the first violation came after {caught} grants")
     return 1 if figures["violations"] else 0
 
 

@@ -7,7 +7,8 @@ parts on virtual time:
 
 - ``0 .. faults_end``: the workload under the nemesis's faults;
 - ``faults_end .. end``: the workload on a healed cluster, long enough for
-  every key written under faults to expire (``tail``);
+  every key written under faults to expire (``tail``), and in it the restart
+  rule's own schedule, once per kind of data loss (``episode.py``);
 - after ``end``: the processes finish and close their Redlocks; ``bound``
   seconds later, every lock key left on a node is written to the history
   (``no_keys_left``), and the counter's final value (``no_lost_updates``).
@@ -31,6 +32,8 @@ from redlock_async._engine._epochs import Epochs
 
 from ..faults.history import ACQUIRE_OPS, Event
 from .clock import Clock
+from .episode import EPISODE_AT, EPISODE_EVERY, restart_episodes
+from .episode import KINDS as EPISODES
 from .faults import Fault
 from .mixed import COUNTERS, SIM_MIX, Board, Recorder, Resource, SimMixed, start_mixed
 from .nemesis import Nemesis
@@ -103,7 +106,9 @@ class Deployment:
         self.workers: list[_Worker] = []
         self.longest_ttl = LONGEST_TTL
         self.faults_end = self.sim.loop.time() + rng.uniform(0.75, 1.25) * minutes * 60
-        self.end = self.faults_end + LONGEST_TTL + 5.0  # the tail: every faulted key expires
+        # The tail: every faulted key expires, and the restart episodes run
+        # once every node kept out for the faulted part's losses is back.
+        self.end = self.faults_end + EPISODE_AT + len(EPISODES) * EPISODE_EVERY + 2.0
         self.bound = 2.0
         self.observe = observe
         self.nemesis = Nemesis(self, random.Random(f"nemesis:{seed}"), kinds)
@@ -114,7 +119,7 @@ class Deployment:
 
     def _make_node(self, index: int, true_ms: Callable[[], int]) -> SimNode:
         clock = Clock(true_ms)
-        node = SimNode(clock, seed=self.seed * 1000 + index, journal=64)
+        node = SimNode(clock, seed=self.seed * 1000 + index, journal=256)
         self.clocks.append(clock)
         self.nodes.append(node)
         return node
@@ -247,6 +252,7 @@ class Deployment:
         await burst
         hoarder = self.sim.spawn()  # in the fault-free tail
         hoard = hoarder.spawn(self.hoard())
+        await restart_episodes(self)
         await asyncio.sleep(self.end - loop.time())
         await hoard
         mains = [w.main for w in self.workers if w.main is not None and not w.process.dead]
@@ -310,13 +316,14 @@ class Deployment:
         await asyncio.wait([main], timeout=60.0)
 
     async def hoard(self, count: int = 300) -> None:
-        """Grants on one node (ttl 30 s, longer than the run has left), taken in one
+        """Grants on one node (ttl 90 s, longer than the run has left), taken in one
         ``gather`` and released in one: each release must reach the node, or its
-        key outlives the run (the fault tier's hoard, smaller)."""
+        key outlives the run (the fault tier's hoard, smaller). The last node:
+        the restart episodes (``episode.py``) empty the first."""
         # A prefix of its own: a Redlock over other nodes on the same prefix would
         # keep the others' nodes out (docs/guarantees.md: "a prefix each").
-        straight = Redlock(self.sim.urls[:1], prefix="hoard:")
-        locks = [straight.lock(f"hoard:{i}", ttl=30.0, auto_extend=False) for i in range(count)]
+        straight = Redlock(self.sim.urls[-1:], prefix="hoard:")
+        locks = [straight.lock(f"hoard:{i}", ttl=90.0, auto_extend=False) for i in range(count)]
         got = await asyncio.gather(*(lock.acquire(timeout=5.0) for lock in locks),
                                    return_exceptions=True)  # fmt: skip
         held = [lock for lock, ok in zip(locks, got, strict=True) if ok is True]

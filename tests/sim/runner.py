@@ -20,7 +20,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..faults.history import Event
+from ..faults.history import ACQUIRE_OPS, Event
 from . import mutants
 from .deploy import simulate
 from .faults import KINDS
@@ -42,6 +42,9 @@ class SeedResult:
     violations: list[dict[str, Any]] = field(default_factory=list)
     traces: list[list[str]] = field(default_factory=list)
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    # Of this seed's grants, how many came before the earliest instant a
+    # violation names (all of them when a checker names none: keys left).
+    broke_at: int | None = None
 
 
 def history_hash(events: Sequence[Event]) -> str:
@@ -109,7 +112,18 @@ def run_seed(seed: int, *, pending: bool = False, minutes: float = 2.0) -> SeedR
         detail = verdict.violations[0] + (f" (and {more} more)" if more else "")
         result.violations.append({"checker": verdict.name, "seed": seed, "detail": detail})
         result.traces.append(trace(events, verdict.violations[0]))
+    if result.violations:
+        result.broke_at = _grants_before(events, [v["detail"] for v in result.violations])
     return result
+
+
+def _grants_before(events: Sequence[Event], details: Sequence[str]) -> int:
+    """The grants made before the earliest instant ``details`` name."""
+    times = [float(t) for detail in details for t in _TIMES.findall(detail)]
+    until = min(times, default=float("inf"))
+    granted = {(e.process, e.token) for e in events
+               if e.kind == "ok" and e.op in ACQUIRE_OPS and e.time < until}  # fmt: skip
+    return len(granted)
 
 
 @dataclass
@@ -117,6 +131,17 @@ class Report:
     seed: int
     results: list[SeedResult]
     wall: float
+
+    @property
+    def grants_until_caught(self) -> int | None:
+        """Grants simulated before the first violation (every earlier seed's, and
+        the violating seed's up to the instant it names); None: no violation."""
+        before = 0
+        for result in self.results:
+            if result.broke_at is not None:
+                return before + result.broke_at
+            before += result.grants
+        return None
 
     @property
     def violations(self) -> list[dict[str, Any]]:
