@@ -361,7 +361,33 @@ class _Token:
     end: float = math.inf
     confirmed: bool = False
     limit: int = 0
+    ttl: float = 0.0  # seconds, as its hold event says (0: not said)
     maybe: list[float] = field(default_factory=list)
+
+
+def _cut_short(tokens: dict[str, _Token], found: Sequence[Call]) -> list[tuple[str, Span]]:
+    """Names a lock acquire may hold with no grant of it in the history: one its
+    process's crash (or end) cut short. The nodes may have granted it as the
+    process died, and its keys then live for its ttl from its last attempt -
+    about its call's end - on each name: the longest any grant of that name
+    shows (``hold`` events; none known, nothing is assumed)."""
+    ttls: dict[str, float] = {}
+    for token in tokens.values():
+        if token.kind in EXCLUSIVE and token.ttl:
+            for name in token.res.split(","):
+                ttls[name] = max(ttls.get(name, 0.0), token.ttl)
+    spans: list[tuple[str, Span]] = []
+    for call in found:
+        if call.op in EXCLUSIVE and call.outcome in ("crashed", "never returned"):
+            for name in call.names:
+                if name in ttls:
+                    spans.append((name, (call.start, call.end + ttls[name] + _KEY_SLACK)))
+    return spans
+
+
+# A node's clock may run slow within the drift factor (1 %), and a key is
+# set when the command lands, a little after it was sent.
+_KEY_SLACK = 0.2
 
 
 def _occupancy(history: Sequence[Event]) -> dict[str, _Token]:
@@ -370,7 +396,8 @@ def _occupancy(history: Sequence[Event]) -> dict[str, _Token]:
         if event.kind == "hold" and event.token:
             if event.token not in tokens:
                 limit = int(event.detail.partition("limit=")[2] or 0) if event.detail else 0
-                tokens[event.token] = _Token(event.op, event.key, event.time, limit=limit)
+                ttl = (event.value or 0) / 1000
+                tokens[event.token] = _Token(event.op, event.key, event.time, limit=limit, ttl=ttl)
         elif event.kind == "free" and event.token in tokens:
             token = tokens[event.token]
             if token.confirmed:
@@ -410,6 +437,8 @@ class _Resources:
         for call in found:
             if call.op == "write":
                 waiting_writers[call.res].append((call.start, call.end))
+        for name, span in _cut_short(tokens, found):
+            names[name].append(span)
         self.names = {name: Intervals(spans) for name, spans in names.items()}
         self.write = {res: Intervals(spans) for res, spans in writers.items()}
         self.any_rw = {

@@ -777,6 +777,26 @@ def test_prompt_grants_accepts_a_waiter_that_takes_a_freed_lock() -> None:
     assert verdict.counts == {"waiters": 1, "idle_waits": 0}
 
 
+def test_prompt_grants_counts_a_lock_a_crash_cut_short_as_held_for_its_ttl() -> None:
+    # w1 crashes in an acquire of "f" (ttl 1 s, as its grants show): the nodes
+    # may have granted it, so "f" is not free before 1.1 + 1 s (sim seed 10012).
+    history = [
+        hold(0.5, "w1", "t1", "lock", "f"),
+        free(0.6, "w1", "t1", "lock", "f"),
+        call(1.0, "w1", 1, "lock", "f", 3.0),
+        returned(1.1, "w1", 1, "lock", "f", "crashed"),
+        call(1.2, "w2", 1, "lock", "f", 3.0),
+        hold(2.3, "w2", "t2", "lock", "f"),
+        returned(2.3, "w2", 1, "lock", "f"),
+    ]
+    assert prompt_grants(history, retry=0.4).ok
+    # Had the acquire returned false, "f" was free from 1.2 on: 1.1 s untaken.
+    refused = [*history[:3], returned(1.1, "w1", 1, "lock", "f", "false"), *history[4:]]
+    verdict = prompt_grants(refused, retry=0.4)
+    assert not verdict.ok
+    assert "free for 1.100 s of its wait, [1.200, 2.300]" in verdict.violations[0]
+
+
 def test_prompt_grants_names_a_semaphore_slot_left_free_while_waiters_wait() -> None:
     # Limit 2, both slots freed at 2.0; the line's first waiter takes one at
     # once, the second only after 1.2 s: one retry delay per waiter.
