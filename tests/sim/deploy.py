@@ -32,7 +32,7 @@ from redlock_async._engine._epochs import Epochs
 
 from ..faults.history import ACQUIRE_OPS, Event
 from .clock import Clock
-from .episode import EPISODE_AT, EPISODE_EVERY, restart_episodes
+from .episode import EPISODE_AT, EPISODE_EVERY, LONGEST_TTL, restart_episodes
 from .episode import KINDS as EPISODES
 from .faults import Fault
 from .mixed import COUNTERS, SIM_MIX, Board, Recorder, Resource, SimMixed, start_mixed
@@ -46,7 +46,6 @@ __all__ = ["Deployment", "Outcome", "kept_out", "simulate"]
 TTLS = (0.5, 1.0, 2.0, 3.0, 5.0)
 """The processes' ttls, drawn per process: restarts across processes with different ttls."""
 
-LONGEST_TTL = 10.0  # the fenced register's locks (a key one leaks outlives the tail)
 
 BURST = "b0"
 """The burst process's name in the history (see :meth:`Deployment.burst`)."""

@@ -5,12 +5,14 @@ another process then wants, so most of the rule's planted bugs went uncaught
 (docs/faults.md, "Planted bugs"). Here it is made certain, in the model (one
 faulty node at a time; every other node reachable by the process that asks):
 
-- ``e1`` takes and releases a name of its own: its view of the nodes is made
-  before the loss. Its path to node 1 is slower than the others, so node 1 -
-  the only node that keeps the lost grant's record after the loss, with a
-  quorum of three - answers its censuses last;
-- ``e0``, its commands to the nodes past a bare quorum lost (blackholed), is
-  granted ``restart-probe`` on nodes ``0 .. quorum-1``. Its paths heal;
+- no new hand-offs start (a loss while a taker's copy renews is known open);
+- ``e1`` and ``e0`` each take and release a name: their views of the nodes
+  are made before the loss. ``e1``'s path to node 1 is slower than the
+  others, so node 1 - the only node that keeps the lost grant's record after
+  the loss, with a quorum of three - answers its censuses last;
+- ``e0``, once it counts nodes ``0 .. quorum-1``, its commands to the nodes
+  past them lost (blackholed), is granted ``restart-probe`` there: a bare
+  quorum. Its paths heal;
 - node 0 loses its data: emptied by ``FLUSHALL`` (the same server: no
   restart for a watch to see) 2.8 s after the grant, past a quarter of the
   view's record a grant must leave; or restarted, at once, from an
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from redlock_async._base._keys import lock_key
@@ -44,7 +46,7 @@ if TYPE_CHECKING:
     from .node import SimNode
     from .process import SimProcess
 
-__all__ = ["EPISODE_AT", "EPISODE_EVERY", "KINDS", "restart_episodes"]
+__all__ = ["EPISODE_AT", "EPISODE_EVERY", "KINDS", "LONGEST_TTL", "restart_episodes"]
 
 PROBE_TTL = 6.0
 """``e0``'s grant: valid past ``e1``'s last try after a restart's hold."""
@@ -52,11 +54,15 @@ PROBE_TTL = 6.0
 KINDS = ("flushall", "restart-aof-prefix")
 """The losses played: a restart empty is the nemesis's most common one already."""
 
-EPISODE_AT = 1.25 * 10.0 + 1.0
+LONGEST_TTL = 10.0
+"""The longest ttl of the deployment: the fenced register's locks (a key one
+leaks outlives the tail)."""
+
+EPISODE_AT = 1.25 * LONGEST_TTL + 1.0
 """After the faulted part: past the longest hold its losses can cost (1.25 x
 the longest ttl, the fenced register's 10 s), so only an episode's own loss counts."""
 
-EPISODE_EVERY = 2.8 + 1.25 * 10.0 + 1.5
+EPISODE_EVERY = 2.8 + 1.25 * LONGEST_TTL + 1.5
 """Between two episodes' starts: node 0, kept out after the last one's loss
 while a grant it may have held can be valid (the workers' fenced register
 renews 10 s grants up to the loss), is back."""
@@ -141,11 +147,8 @@ async def _counted(dep: Deployment, process: SimProcess, nodes: range, within: f
     from .deploy import kept_out  # deploy.py imports this module
 
     loop = dep.sim.loop
-    deadline = loop.time() + within
-    while loop.time() < deadline:
-        if not set(nodes) & set(kept_out(process.redlock, loop.time())):
-            return
-        await asyncio.sleep(0.1)
+    await _until(dep, lambda: not set(nodes) & set(kept_out(process.redlock, loop.time())),
+                 within, every=0.1)  # fmt: skip
 
 
 async def _copies_gone(dep: Deployment, within: float) -> bool:
@@ -153,12 +156,19 @@ async def _copies_gone(dep: Deployment, within: float) -> bool:
     hand-over is gone (at once, with ``--pending``): a loss of data while one
     renews is known open (``pending.py``: a lost copy's release), and the
     nemesis keeps it away too."""
+    return await _until(dep, lambda: not (dep.nemesis.known_open and dep.board.copies),
+                        within, every=0.01)  # fmt: skip
+
+
+async def _until(dep: Deployment, done: Callable[[], bool], within: float, every: float) -> bool:
+    """Whether ``done()`` came true within ``within`` s, asked every ``every`` s
+    (a state of the simulation nothing signals)."""
     loop = dep.sim.loop
     deadline = loop.time() + within
-    while dep.nemesis.known_open and dep.board.copies:
+    while not done():
         if loop.time() >= deadline:
             return False
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(every)
     return True
 
 

@@ -34,7 +34,8 @@ from ..faults.checkers import (
 )
 from ..faults.history import Event
 from ..faults.verdict import Verdict
-from .deploy import BURST, BURST_NODE_TIMEOUT, LONGEST_TTL
+from .deploy import BURST, BURST_NODE_TIMEOUT
+from .episode import LONGEST_TTL
 from .faults import KINDS
 from .liveness import free_name_granted, held_lock_kept, never_kept_out
 

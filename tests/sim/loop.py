@@ -94,19 +94,30 @@ class _Owned(asyncio.Handle):
         if loop._debug:  # type: ignore[attr-defined]
             super().__init__(callback, args, loop, context)
         else:  # asyncio.Handle.__init__'s work, without its calls (a million a seed)
-            self._context = contextvars.copy_context() if context is None else context
-            self._loop = loop
-            self._callback = callback
-            self._args = args
-            self._cancelled = False
-            self._repr = None
-            self._source_traceback = None
+            _fill(self, callback, args, loop, context)
         self._owner = owner
 
     def _run(self) -> None:
         owner = self._owner
         if owner is None or not _held(self, owner):
             super()._run()
+
+
+def _fill(
+    handle: asyncio.Handle,
+    callback: Callable[..., object],
+    args: tuple[Any, ...],
+    loop: SimLoop,
+    context: contextvars.Context | None,
+) -> None:
+    """What asyncio.Handle.__init__ sets, without the debug checks it calls."""
+    handle._context = contextvars.copy_context() if context is None else context  # type: ignore[attr-defined]
+    handle._loop = loop  # type: ignore[attr-defined]
+    handle._callback = callback  # type: ignore[attr-defined]
+    handle._args = args
+    handle._cancelled = False
+    handle._repr = None  # type: ignore[attr-defined]
+    handle._source_traceback = None  # type: ignore[attr-defined]
 
 
 class _Timer(asyncio.TimerHandle):
@@ -128,13 +139,7 @@ class _Timer(asyncio.TimerHandle):
         if loop._debug:  # type: ignore[attr-defined]
             super().__init__(when, callback, args, loop, context)
         else:  # asyncio.TimerHandle.__init__'s work, without its calls
-            self._context = contextvars.copy_context() if context is None else context
-            self._loop = loop
-            self._callback = callback
-            self._args = args
-            self._cancelled = False
-            self._repr = None
-            self._source_traceback = None
+            _fill(self, callback, args, loop, context)
             self._when = when
             self._scheduled = False
         self._owner = owner
