@@ -365,23 +365,38 @@ class _Token:
     maybe: list[float] = field(default_factory=list)
 
 
-def _cut_short(tokens: dict[str, _Token], found: Sequence[Call]) -> list[tuple[str, Span]]:
-    """Names a lock acquire may hold with no grant of it in the history: one its
-    process's crash (or end) cut short. The nodes may have granted it as the
-    process died, and its keys then live for its ttl from its last attempt -
-    about its call's end - on each name: the longest any grant of that name
-    shows (``hold`` events; none known, nothing is assumed)."""
-    ttls: dict[str, float] = {}
+def _cut_short(
+    tokens: dict[str, _Token], found: Sequence[Call], retry: float
+) -> dict[str, list[tuple[str, Span]]]:
+    """What acquires a process's crash (or end) cut short may hold with no grant
+    of it in the history, per hold kind (``lock`` for the exclusive names;
+    ``read``, ``write``; ``waiting`` for a writer's wait marker). The nodes may
+    have granted the acquire as the process died, and its keys then live for
+    its ttl from its last attempt - about its call's end - on each name: the
+    longest any grant of that kind and name shows (``hold`` events; none known,
+    nothing is assumed). A writer's wait marker (``:ww``, docs/rwlock.md) keeps
+    new readers out for three retry delays after its last attempt, granted
+    or not."""
+    ttls: dict[tuple[str, str], float] = {}
     for token in tokens.values():
-        if token.kind in EXCLUSIVE and token.ttl:
-            for name in token.res.split(","):
-                ttls[name] = max(ttls.get(name, 0.0), token.ttl)
-    spans: list[tuple[str, Span]] = []
+        kind = "lock" if token.kind in EXCLUSIVE else token.kind
+        if token.ttl:
+            for name in token.res.split(",") if kind == "lock" else (token.res,):
+                ttls[kind, name] = max(ttls.get((kind, name), 0.0), token.ttl)
+    spans: dict[str, list[tuple[str, Span]]] = defaultdict(list)
     for call in found:
-        if call.op in EXCLUSIVE and call.outcome in ("crashed", "never returned"):
-            for name in call.names:
-                if name in ttls:
-                    spans.append((name, (call.start, call.end + ttls[name] + _KEY_SLACK)))
+        if call.outcome not in ("crashed", "never returned"):
+            continue
+        kind = "lock" if call.op in EXCLUSIVE else call.op
+        if kind not in ("lock", "read", "write"):
+            continue
+        for name in call.names if kind == "lock" else [call.res]:
+            if (kind, name) in ttls:
+                end = call.end + ttls[kind, name] + _KEY_SLACK
+                spans[kind].append((name, (call.start, end)))
+        if kind == "write":
+            marker = max(3 * retry, 0.1)  # the script's: at least 100 ms
+            spans["waiting"].append((call.res, (call.start, call.end + marker + _KEY_SLACK)))
     return spans
 
 
@@ -415,7 +430,9 @@ def _occupancy(history: Sequence[Event]) -> dict[str, _Token]:
 class _Resources:
     """When each waiter's want was out of reach, per the occupancy (and waiting writers)."""
 
-    def __init__(self, tokens: dict[str, _Token], found: Sequence[Call]) -> None:
+    def __init__(
+        self, tokens: dict[str, _Token], found: Sequence[Call], *, retry: float = 0.4
+    ) -> None:
         names: dict[str, list[Span]] = defaultdict(list)
         readers: dict[str, list[Span]] = defaultdict(list)
         writers: dict[str, list[Span]] = defaultdict(list)
@@ -437,8 +454,15 @@ class _Resources:
         for call in found:
             if call.op == "write":
                 waiting_writers[call.res].append((call.start, call.end))
-        for name, span in _cut_short(tokens, found):
+        cut = _cut_short(tokens, found, retry)
+        for name, span in cut["lock"]:
             names[name].append(span)
+        for res, span in cut["read"]:
+            readers[res].append(span)
+        for res, span in cut["write"]:
+            writers[res].append(span)
+        for res, span in cut["waiting"]:
+            waiting_writers[res].append(span)
         self.names = {name: Intervals(spans) for name, spans in names.items()}
         self.write = {res: Intervals(spans) for res, spans in writers.items()}
         self.any_rw = {
@@ -511,7 +535,7 @@ def _idle_waits(
     """
     history = sorted(events, key=lambda e: e.time)
     found = calls(history)
-    resources = _Resources(_occupancy(history), found)
+    resources = _Resources(_occupancy(history), found, retry=retry)
     faults = unhealthy(history, after_heal, ttl)
     stalls = _stalls(history)
     waiters = [c for c in found if c.op in ops and c.timeout > 0]

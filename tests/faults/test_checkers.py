@@ -797,6 +797,25 @@ def test_prompt_grants_counts_a_lock_a_crash_cut_short_as_held_for_its_ttl() -> 
     assert "free for 1.100 s of its wait, [1.200, 2.300]" in verdict.violations[0]
 
 
+def test_prompt_grants_keeps_readers_out_while_a_crashed_writers_wait_marker_lives() -> None:
+    # w0 crashes waiting to write "r" (readers held it): its wait marker keeps
+    # new readers out for three retry delays after its last attempt, 1.2 s
+    # here (sim seed 10034); w1's read is granted at 2.3.
+    history = [
+        call(1.0, "w0", 1, "write", "r", 3.0),
+        returned(1.1, "w0", 1, "write", "r", "crashed"),
+        call(1.2, "w1", 1, "read", "r", 3.0),
+        hold(2.3, "w1", "t2", "read", "r"),
+        returned(2.3, "w1", 1, "read", "r"),
+    ]
+    assert prompt_grants(history, retry=0.4).ok
+    # Had the write returned false (its marker deleted), "r" was free from 1.2.
+    refused = [history[0], returned(1.1, "w0", 1, "write", "r", "false"), *history[2:]]
+    verdict = prompt_grants(refused, retry=0.4)
+    assert not verdict.ok
+    assert "free for 1.100 s of its wait, [1.200, 2.300]" in verdict.violations[0]
+
+
 def test_prompt_grants_names_a_semaphore_slot_left_free_while_waiters_wait() -> None:
     # Limit 2, both slots freed at 2.0; the line's first waiter takes one at
     # once, the second only after 1.2 s: one retry delay per waiter.
