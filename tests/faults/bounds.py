@@ -465,6 +465,8 @@ class _Resources:
             waiting_writers[res].append(span)
         self.names = {name: Intervals(spans) for name, spans in names.items()}
         self.write = {res: Intervals(spans) for res, spans in writers.items()}
+        self.readers = {res: sorted(spans) for res, spans in readers.items()}
+        self._reader_starts = {res: [a for a, _ in spans] for res, spans in self.readers.items()}
         self.any_rw = {
             res: Intervals(readers.get(res, []) + writers.get(res, []))
             for res in set(readers) | set(writers)
@@ -490,19 +492,44 @@ class _Resources:
                     since = when
             self.full[res] = Intervals(full)
 
-    def blocked(self, call: Call) -> list[Span]:
+    def blocked(self, call: Call, flag_down: Intervals | None = None) -> list[Span]:
+        """When what ``call`` wants is taken. For a write, with ``flag_down``
+        (when its wait flag may not stand on a majority: see
+        :meth:`flag_down`), only the readers inside as it began or let in
+        while its flag was down: later ones the nodes must turn away
+        (docs/rwlock.md), so they are no reason to wait."""
         start, end = call.start, call.end
         none = Intervals()
         if call.op in EXCLUSIVE:
             return [s for n in call.names for s in self.names.get(n, none).within(start, end)]
         if call.op == "read":
             return self.read.get(call.res, none).within(start, end)
+        if call.op == "write" and flag_down is not None:
+            spans = self.write.get(call.res, none).within(start, end)
+            readers = self.readers.get(call.res, [])
+            for a, b in readers[: bisect.bisect_left(self._reader_starts[call.res], end)]:
+                if b > start and (a <= start or flag_down.covered(a, a + 1e-9) > 0):
+                    spans.append((max(a, start), min(b, end)))
+            return spans
         if call.op == "write":
             # A writer is not held back by its own wait (only by grants).
             return self.any_rw.get(call.res, none).within(start, end)
         if call.op == "sem":
             return self.full.get(call.res, none).within(start, end)
         return [(start, end)]
+
+    def flag_down(self, call: Call, sick: Sequence[Span], retry: float) -> Intervals:
+        """When a writer's wait flag (``:ww``) may not stand on a majority of
+        the nodes: until its first attempt set it, while it could not reach a
+        healthy majority or its loop stalled (the flag may lapse: it lives
+        three retry delays from the writer's last attempt), while another
+        writer held the lock (no flag is raised then), and each time one
+        retry delay past those, for its next attempt to set it again."""
+        down = [(call.start, call.start + retry)]
+        down += [(a, b + retry) for a, b in sick]
+        down += [(b, b + retry) for _, b in self.write.get(call.res, Intervals()).within(
+            call.start, call.end)]  # fmt: skip
+        return Intervals(down)
 
     @staticmethod
     def shared(a: Call, b: Call) -> bool:
@@ -549,7 +576,13 @@ def _idle_waits(
             sick = sick_cache.get(call.process)
             if sick is None:
                 sick = sick_cache[call.process] = _unhealthy_for(faults, call.process)
-            blocked = resources.blocked(call) + sick.within(call.start, call.end)
+            ill = sick.within(call.start, call.end)
+            down = None
+            if call.op == "write":
+                stalled = stalls[call.process].within(call.start, call.end) if (
+                    call.process in stalls) else []  # fmt: skip
+                down = resources.flag_down(call, ill + stalled, retry)
+            blocked = resources.blocked(call, down) + ill
             free_spans[key] = _gaps(call.start, call.end, blocked)
         return free_spans[key]
 

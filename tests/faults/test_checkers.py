@@ -816,6 +816,35 @@ def test_prompt_grants_keeps_readers_out_while_a_crashed_writers_wait_marker_liv
     assert "free for 1.100 s of its wait, [1.200, 2.300]" in verdict.violations[0]
 
 
+def test_prompt_grants_holds_a_writer_back_only_by_readers_in_before_its_flag() -> None:
+    # w1 waits to write "r" from 1.0. The reader inside then (to 1.3), and one
+    # let in before its first attempt could raise its flag (1.2, within one
+    # retry delay), hold it back; readers let in later the nodes must turn
+    # away (docs/rwlock.md): from 1.5 on it waited for nothing.
+    history = [
+        hold(0.5, "w0", "t1", "read", "r"),
+        call(1.0, "w1", 1, "write", "r", 3.0),
+        hold(1.2, "w0", "t2", "read", "r"),
+        free(1.3, "w0", "t1", "read", "r"),
+        free(1.5, "w0", "t2", "read", "r"),
+        hold(1.6, "w0", "t3", "read", "r"),
+        hold(2.3, "w0", "t4", "read", "r"),
+        free(2.4, "w0", "t3", "read", "r"),
+        returned(4.0, "w1", 1, "write", "r", "false"),
+        free(4.0, "w0", "t4", "read", "r"),
+    ]
+    verdict = prompt_grants(history, retry=0.4)
+    assert not verdict.ok
+    assert "free for 2.500 s of its wait, [1.500, 4.000]" in verdict.violations[0]
+    # Cut off from a majority for [1.7, 1.9] (its flag may lapse): the reader
+    # let in at 2.3, before its next attempt after that (and the checker's
+    # second after a heal), holds it back to the end; no violation.
+    cut = Event(1.7, "nemesis", "fault", "partition", detail="id=1 nodes=(0,1,) workers=(1,)")
+    healed = Event(1.9, "nemesis", "heal", "partition", detail="id=1 nodes=(0,1,) workers=(1,)")
+    verdict = prompt_grants(sorted([*history, cut, healed], key=lambda e: e.time), retry=0.4)
+    assert verdict.ok, verdict
+
+
 def test_prompt_grants_names_a_semaphore_slot_left_free_while_waiters_wait() -> None:
     # Limit 2, both slots freed at 2.0; the line's first waiter takes one at
     # once, the second only after 1.2 s: one retry delay per waiter.

@@ -2,13 +2,19 @@
 
 :func:`simulate` is a pure function of its seed (and of the fault kinds and
 the planted bug, if any): everything - how many nodes, the processes and
-their ttls, every fault, every token - is drawn from it. The run has three
-parts on virtual time:
+their ttls, every fault, every token - is drawn from it. The run's parts,
+on virtual time:
 
-- ``0 .. faults_end``: the workload under the nemesis's faults;
+- ``0 .. faults_start``: the restart rule's own schedule, once per kind of
+  data loss (``episode.py``), on a healthy cluster with no worker yet: a
+  planted bug in the rule is caught in a seed's first grants;
+- ``faults_start - WARM .. faults_start``: the workers' workload on a healthy
+  cluster: the waiting checkers (a free name taken at once, a writer let in
+  past a stream of readers) judge only where a process reaches a healthy
+  majority, which the nemesis rarely leaves it for long;
+- ``faults_start .. faults_end``: the workload under the nemesis's faults;
 - ``faults_end .. end``: the workload on a healed cluster, long enough for
-  every key written under faults to expire (``tail``), and in it the restart
-  rule's own schedule, once per kind of data loss (``episode.py``);
+  every key written under faults to expire (``tail``);
 - after ``end``: the processes finish and close their Redlocks; ``bound``
   seconds later, every lock key left on a node is written to the history
   (``no_keys_left``), and the counter's final value (``no_lost_updates``).
@@ -32,8 +38,7 @@ from redlock_async._engine._epochs import Epochs
 
 from ..faults.history import ACQUIRE_OPS, Event
 from .clock import Clock
-from .episode import EPISODE_AT, EPISODE_EVERY, LONGEST_TTL, restart_episodes
-from .episode import KINDS as EPISODES
+from .episode import EPISODES_TIME, LONGEST_TTL, restart_episodes
 from .faults import Fault
 from .mixed import COUNTERS, SIM_MIX, Board, Recorder, Resource, SimMixed, start_mixed
 from .nemesis import Nemesis
@@ -46,6 +51,9 @@ __all__ = ["Deployment", "Outcome", "kept_out", "simulate"]
 TTLS = (0.5, 1.0, 2.0, 3.0, 5.0)
 """The processes' ttls, drawn per process: restarts across processes with different ttls."""
 
+
+WARM = 10.0
+"""The workers' fault-free start, seconds (see the module docstring)."""
 
 BURST = "b0"
 """The burst process's name in the history (see :meth:`Deployment.burst`)."""
@@ -104,10 +112,11 @@ class Deployment:
         self.resource = Resource()
         self.workers: list[_Worker] = []
         self.longest_ttl = LONGEST_TTL
-        self.faults_end = self.sim.loop.time() + rng.uniform(0.75, 1.25) * minutes * 60
-        # The tail: every faulted key expires, and the restart episodes run
-        # once every node kept out for the faulted part's losses is back.
-        self.end = self.faults_end + EPISODE_AT + len(EPISODES) * EPISODE_EVERY + 2.0
+        self.faults_start = self.sim.loop.time() + EPISODES_TIME + WARM
+        self.faults_end = self.faults_start + rng.uniform(0.75, 1.25) * minutes * 60
+        # The tail: every key written under faults expires (a leaked one is
+        # then a key left), past the longest hold a loss can cost.
+        self.end = self.faults_end + 1.25 * LONGEST_TTL + 3.0
         self.bound = 2.0
         self.observe = observe
         self.nemesis = Nemesis(self, random.Random(f"nemesis:{seed}"), kinds)
@@ -242,18 +251,24 @@ class Deployment:
     async def main(self) -> None:
         loop = self.sim.loop
         self.recorder.add("sim", "nodes", "cluster", value=len(self.sim.servers))
+        sampler = asyncio.ensure_future(self.sample()) if self.observe else None
+        # First the restart episodes, and the hoard beside them, alone: no
+        # worker's grant writes the record of a view a census must find on
+        # the node that answers it last (episode.py). Idle virtual time
+        # costs nothing.
+        hoarder = self.sim.spawn()
+        hoard = hoarder.spawn(self.hoard())
+        await restart_episodes(self)
+        await hoard
+        await asyncio.sleep(max(0.0, self.faults_start - WARM - loop.time()))
         for _ in range(self.rng.randint(3, 5)):
             self.start_worker()
+        await asyncio.sleep(max(0.0, self.faults_start - loop.time()))
         nemesis = asyncio.ensure_future(self.nemesis.run(self.faults_end))
-        sampler = asyncio.ensure_future(self.sample()) if self.observe else None
         burst = asyncio.ensure_future(self.burst())
         await nemesis
         await burst
-        hoarder = self.sim.spawn()  # in the fault-free tail
-        hoard = hoarder.spawn(self.hoard())
-        await restart_episodes(self)
         await asyncio.sleep(self.end - loop.time())
-        await hoard
         mains = [w.main for w in self.workers if w.main is not None and not w.process.dead]
         if mains:
             await asyncio.wait(mains, timeout=120)
@@ -317,8 +332,8 @@ class Deployment:
     async def hoard(self, count: int = 300) -> None:
         """Grants on one node (ttl 90 s, longer than the run has left), taken in one
         ``gather`` and released in one: each release must reach the node, or its
-        key outlives the run (the fault tier's hoard, smaller). The last node:
-        the restart episodes (``episode.py``) empty the first."""
+        key is left (the fault tier's hoard, smaller). The last node: the
+        restart episodes (``episode.py``), meanwhile, empty the first."""
         # A prefix of its own: a Redlock over other nodes on the same prefix would
         # keep the others' nodes out (docs/guarantees.md: "a prefix each").
         straight = Redlock(self.sim.urls[-1:], prefix="hoard:")
@@ -329,9 +344,16 @@ class Deployment:
         await asyncio.sleep(1.0)
         await asyncio.gather(*(lock.release() for lock in held), return_exceptions=True)
         await straight.aclose()
+        # Judged now, not at the end (the keys would still be there): a
+        # dropped release shows within the seed's first grants.
+        await asyncio.sleep(self.bound)
+        self.keys_left(hoard=True)
 
-    def keys_left(self) -> None:
+    def keys_left(self, *, hoard: bool = False) -> None:
+        """Every lock key left on a node, as ``key left`` events: the hoard's
+        (``hoard``) when it is done, when the seed ends the rest."""
         found: list[tuple[int, str, str, int]] = []
+        seen = f", seen at {self.sim.loop.time():.3f}" if hoard else ""
         for index, node in enumerate(self.nodes):
             if self.sim.servers[index].stopped:
                 continue
@@ -340,15 +362,18 @@ class Deployment:
             for key in sorted(db.live_keys(now)):
                 if b"~epoch" in key or key.endswith((b":fence", b":rwfence")):
                     continue
+                if key.startswith(b"hoard:") != hoard:
+                    continue
                 value = db.data[key]
                 token = value.decode(errors="replace") if isinstance(value, bytes) else ""
                 at = db.expires.get(key)
                 pttl = -1 if at is None else at - now
                 found.append((index, key.decode(errors="replace"), token, pttl))
-        self.recorder.add("sim", "keys", "left", value=len(found), detail="")
+        if not hoard:  # the count the checker reads: the last one's
+            self.recorder.add("sim", "keys", "left", value=len(found), detail="")
         for index, name, token, pttl in found:
             self.recorder.add("sim", "key", "left", key=name, token=token,
-                              detail=f"node {index} pttl {pttl} ms")  # fmt: skip
+                              detail=f"node {index} pttl {pttl} ms{seen}")  # fmt: skip
 
     async def sample(self, every: float = 0.1) -> None:
         """``out``/``in`` events when a process's Redlock stops or starts

@@ -1,15 +1,17 @@
-"""The restart rule's own schedule, played once per kind of data loss in each seed's tail.
+"""The restart rule's own schedule, played once per kind of data loss as each seed begins.
 
 The nemesis's data losses rarely meet a grant held on a bare quorum that
 another process then wants, so most of the rule's planted bugs went uncaught
 (docs/faults.md, "Planted bugs"). Here it is made certain, in the model (one
-faulty node at a time; every other node reachable by the process that asks):
+faulty node at a time; every other node reachable by the process that asks),
+before any worker starts: a worker's grant would write the record of the
+view on every node, and a census that stops early would find it anyway:
 
 - no new hand-offs start (a loss while a taker's copy renews is known open);
 - ``e1`` and ``e0`` each take and release a name: their views of the nodes
-  are made before the loss. ``e1``'s path to node 1 is slower than the
-  others, so node 1 - the only node that keeps the lost grant's record after
-  the loss, with a quorum of three - answers its censuses last;
+  are made before the loss. ``e1``'s paths to nodes ``1 .. quorum-1`` are
+  slower than the others, so those nodes - the only ones that keep the lost
+  grant's record after the loss - answer its censuses last;
 - ``e0``, once it counts nodes ``0 .. quorum-1``, its commands to the nodes
   past them lost (blackholed), is granted ``restart-probe`` there: a bare
   quorum. Its paths heal;
@@ -46,7 +48,7 @@ if TYPE_CHECKING:
     from .node import SimNode
     from .process import SimProcess
 
-__all__ = ["EPISODE_AT", "EPISODE_EVERY", "KINDS", "LONGEST_TTL", "restart_episodes"]
+__all__ = ["EPISODES_TIME", "KINDS", "LONGEST_TTL", "restart_episodes"]
 
 PROBE_TTL = 6.0
 """``e0``'s grant: valid past ``e1``'s last try after a restart's hold."""
@@ -58,21 +60,23 @@ LONGEST_TTL = 10.0
 """The longest ttl of the deployment: the fenced register's locks (a key one
 leaks outlives the tail)."""
 
-EPISODE_AT = 1.25 * LONGEST_TTL + 1.0
-"""After the faulted part: past the longest hold its losses can cost (1.25 x
-the longest ttl, the fenced register's 10 s), so only an episode's own loss counts."""
+EPISODE_AT = 1.0
+"""After the seed's start (the hoard's grants, beside it, are taken by then)."""
 
 EPISODE_EVERY = 2.8 + 1.25 * LONGEST_TTL + 1.5
 """Between two episodes' starts: node 0, kept out after the last one's loss
-while a grant it may have held can be valid (the workers' fenced register
-renews 10 s grants up to the loss), is back."""
+while a grant it may have held can be valid, is back (the longest ttl, not
+the probe's: the nemesis's model of a loss, which the episode shares)."""
+
+EPISODES_TIME = EPISODE_AT + len(KINDS) * EPISODE_EVERY
+"""From the seed's start to the workers' (``deploy.py``): the episodes' part."""
 
 
 async def restart_episodes(dep: Deployment) -> None:
-    """The episodes, one per kind of :data:`KINDS`, from :data:`EPISODE_AT` after the faults."""
+    """The episodes, one per kind of :data:`KINDS`, from :data:`EPISODE_AT` after the start."""
     loop = dep.sim.loop
     for number, kind in enumerate(KINDS):
-        start = dep.faults_end + EPISODE_AT + number * EPISODE_EVERY
+        start = dep.sim.start + EPISODE_AT + number * EPISODE_EVERY
         await asyncio.sleep(max(0.0, start - loop.time()))
         await _episode(dep, number, kind)
 
@@ -92,7 +96,8 @@ async def _played(dep: Deployment, number: int, kind: str) -> None:
     name = "restart-probe"
     asker, holder = dep.sim.spawn(), dep.sim.spawn()
     record_holder = dep.recorder.for_process(f"e{2 * number}")
-    dep.sim.net.path(asker.name, names[1]).latency = 0.015
+    for slow in names[1:quorum]:
+        dep.sim.net.path(asker.name, slow).latency = 0.015
     for process in (asker, holder):  # each makes its view of the nodes first
         warm = process.context.run(process.redlock.lock, f"restart-warm{number}", ttl=2.0)
         if await process.spawn(warm.acquire(timeout=2.0)):
@@ -142,7 +147,7 @@ async def _counted(dep: Deployment, process: SimProcess, nodes: range, within: f
 
     A new process may keep out, for up to 1.25 x the longest ttl, a node that
     every running one counts (issue 40: a record whose view missed a node),
-    and the nemesis's last losses may not have ended yet.
+    and the last episode's loss may not have ended yet.
     """
     from .deploy import kept_out  # deploy.py imports this module
 

@@ -104,23 +104,30 @@ def run_seed(seed: int, *, pending: bool = False, minutes: float = 2.0) -> SeedR
     for error in outcome.errors:
         result.violations.append({"checker": "loop_errors", "seed": seed, "detail": error})
         result.traces.append([])
+    named: list[str] = []  # every violation, for the earliest instant one names
     for verdict in judge(events, pending=pending):
         result.counts[verdict.name] = dict(verdict.counts)
         if verdict.ok:
             continue
+        named += verdict.violations
+        first = min(verdict.violations, key=_earliest)  # the one a replay shows first
         more = len(verdict.violations) - 1
-        detail = verdict.violations[0] + (f" (and {more} more)" if more else "")
+        detail = first + (f" (and {more} more)" if more else "")
         result.violations.append({"checker": verdict.name, "seed": seed, "detail": detail})
-        result.traces.append(trace(events, verdict.violations[0]))
+        result.traces.append(trace(events, first))
     if result.violations:
-        result.broke_at = _grants_before(events, [v["detail"] for v in result.violations])
+        result.broke_at = _grants_before(events, named or [v["detail"] for v in result.violations])
     return result
+
+
+def _earliest(detail: str) -> float:
+    """The earliest instant ``detail`` names (none: after every other)."""
+    return min((float(t) for t in _TIMES.findall(detail)), default=float("inf"))
 
 
 def _grants_before(events: Sequence[Event], details: Sequence[str]) -> int:
     """The grants made before the earliest instant ``details`` name."""
-    times = [float(t) for detail in details for t in _TIMES.findall(detail)]
-    until = min(times, default=float("inf"))
+    until = min((_earliest(detail) for detail in details), default=float("inf"))
     granted = {(e.process, e.token) for e in events
                if e.kind == "ok" and e.op in ACQUIRE_OPS and e.time < until}  # fmt: skip
     return len(granted)
