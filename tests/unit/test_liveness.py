@@ -23,10 +23,11 @@ from redlock_async import QuorumUnavailable
 from redlock_async._core._lock import Lock
 from redlock_async._core._scripts import ACQUIRE, EXTEND_MANY, RELEASE
 from redlock_async._engine._admission import Admission
+from redlock_async._engine._epochs import Epochs
 from redlock_async._engine._node import stall_limit
-from redlock_async._engine._tally import PENDING
+from redlock_async._engine._tally import PENDING, vote_limit
 
-from ._scripted import NEVER, Answer, Cluster, Late, Sent, busy_until, per_key, run
+from ._scripted import NEVER, Answer, Cluster, Late, Sent, busy_until, per_key, run, sequence
 
 # -- admission, alone ------------------------------------------------------------
 
@@ -265,6 +266,36 @@ def test_an_attempt_undecided_at_the_deadline_is_abandoned_and_undone() -> None:
     # after its pending acquire.
     assert sorted(c.to(RELEASE.name)) == ["n0", "n1", "n2"]
     assert not lock.held
+
+
+def test_a_one_shots_retry_after_a_census_is_judged_within_a_lone_attempts_bound() -> None:
+    # Refused while a census is under way (one that never ends here), a
+    # one-shot waits for it and attempts once more. n0 refuses that attempt
+    # at once, n1 and n2 answer a backlog and are still answering when it is
+    # cut; judged() then waits up to node_timeout for them (a refusal is
+    # among the votes). All of it within V + node_timeout of the first send,
+    # as a lone attempt: the cut is at V, not V + node_timeout (then judged
+    # on top, seed 10004 of the simulation went past the one-shot's bound).
+    c = Cluster(node_timeout=0.05)
+    c.script(ACQUIRE.name, 0, sequence(0, Late(1, 2.0)), sequence(0, Late(1, 2.0)))
+    c.script(RELEASE.name, 1)
+    epochs = c.engine.epochs
+    assert isinstance(epochs, Epochs)
+    epochs._running = True  # a census in flight, never done
+    span = vote_limit(0.05)
+    lock = c.lock(auto_extend=False)
+    start = c.clock()
+
+    async def main() -> bool:
+        for index in (1, 2):
+            busy_until(c, index, start, start + 2.0, 0.01)
+        return await lock.acquire(blocking=False)
+
+    assert not run(main(), c.clock)
+    assert c.clock() == pytest.approx(start + span + 0.05)  # cut at V, judged for node_timeout
+    first, second = c.times(ACQUIRE.name)
+    assert first == start
+    assert second == pytest.approx(start + span / 2)  # half the span waited for the census
 
 
 def test_a_timed_acquire_is_not_cut_while_its_votes_cannot_outlast_the_deadline() -> None:
