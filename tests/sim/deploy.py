@@ -11,7 +11,8 @@ on virtual time:
 - ``faults_start - WARM .. faults_start``: the workers' workload on a healthy
   cluster: the waiting checkers (a free name taken at once, a writer let in
   past a stream of readers) judge only where a process reaches a healthy
-  majority, which the nemesis rarely leaves it for long;
+  majority, which the nemesis rarely leaves it for long. The burst process
+  starts with them (``burst``), and a slow majority a second later;
 - ``faults_start .. faults_end``: the workload under the nemesis's faults;
 - ``faults_end .. end``: the workload on a healed cluster, long enough for
   every key written under faults to expire (``tail``);
@@ -263,9 +264,9 @@ class Deployment:
         await asyncio.sleep(max(0.0, self.faults_start - WARM - loop.time()))
         for _ in range(self.rng.randint(3, 5)):
             self.start_worker()
+        burst = asyncio.ensure_future(self.burst())
         await asyncio.sleep(max(0.0, self.faults_start - loop.time()))
         nemesis = asyncio.ensure_future(self.nemesis.run(self.faults_end))
-        burst = asyncio.ensure_future(self.burst())
         await nemesis
         await burst
         await asyncio.sleep(self.end - loop.time())
@@ -283,8 +284,9 @@ class Deployment:
     async def burst(self) -> None:
         """Volume: a process whose acquires fill every admission slot for seconds.
 
-        At a time drawn from the seed, a process starts (``b0``; no fault is
-        aimed at it, those of every process reach it) whose paths to the nodes
+        With the workers, a process starts (``b0``; no fault is aimed at it,
+        those of every process reach it, from the faulted part on: its burst
+        spans the two) whose paths to the nodes
         are slow - each reply 0.9 s after its command, inside its node_timeout
         of 1 s (the fault tier's mixed-acquire-burst) - and takes, in one
         ``gather``, :data:`BURST_SIZE` acquires (timeout 10 s) on names of its
@@ -292,12 +294,14 @@ class Deployment:
         stream of acquires on other names, with timeout 0.3 s and
         ``blocking=False`` in turn, must each return within its bound
         (``call_bounds``): a deadline and the one-shots' reserve let them
-        past the line, not four rounds behind it.
+        past the line, not four rounds behind it. A second after it starts
+        (or as soon after as the model allows), a slow majority: a backlog
+        answered a bit at a time - a volume worker's hundred calls in flight
+        on one connection, then the burst's - must cost each vote at most
+        its bound.
         """
         loop = self.sim.loop
         rng = random.Random(f"burst:{self.seed}")
-        at = loop.time() + rng.uniform(10.0, max(10.0, self.faults_end - loop.time() - 20.0))
-        await asyncio.sleep(at - loop.time())
         process = self.sim.spawn()
         for path in self.sim.net.paths_between(
             [process.name], [server.name for server in self.sim.servers]
@@ -327,7 +331,12 @@ class Deployment:
         main = process.spawn(
             start_mixed(process, config, self.recorder, self.board, self.resource, lambda _: None)
         )
-        await asyncio.wait([main], timeout=60.0)
+        await asyncio.sleep(1.0)  # the workers' streams are in flight, not yet its burst
+        for _ in range(20):  # another fault, or a loss's window, may be on: a while later
+            if self.nemesis.slow_majority():
+                break
+            await asyncio.sleep(0.25)
+        await asyncio.wait([main], timeout=50.0)
 
     async def hoard(self, count: int = 300) -> None:
         """Grants on one node (ttl 90 s, longer than the run has left), taken in one

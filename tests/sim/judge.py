@@ -187,7 +187,9 @@ CHECKERS: dict[str, Checker] = {
 PENDING_CHECKERS: dict[str, Checker] = {
     "never_kept_out": lambda events: never_kept_out(events, ttl=LONGEST_TTL),
     "held_lock_kept": held_lock_kept,
-    "free_name_granted": lambda events: free_name_granted(events, retry=RETRY, ttl=LONGEST_TTL),
+    "free_name_granted": lambda events: free_name_granted(
+        _waiters(events), retry=RETRY, ttl=LONGEST_TTL
+    ),
 }
 """The restart rule's liveness, awaiting its next version (issue 40)."""
 
