@@ -277,6 +277,29 @@ def _oneshots_ahead(found: Sequence[Call]) -> dict[Call, int]:
     return ahead
 
 
+def _unread(history: Sequence[Event], found: Sequence[Call]) -> dict[str, Intervals]:
+    """Per process, when its ``Redlock`` may not have read the nodes' epochs
+    yet: from its first event, and from each ``aclose`` (the next grants go
+    through a fresh one), until an acquire of it next returns granted."""
+    starts: dict[str, list[float]] = defaultdict(list)
+    for event in history:
+        if event.process not in starts or (event.kind == "aclose" and event.op == "redlock"):
+            starts[event.process].append(event.time)
+    granted: dict[str, list[float]] = defaultdict(list)
+    for call in found:
+        if call.outcome == "ok" and call.op != "release":  # an adopt reads them too
+            granted[call.process].append(call.end)
+    out: dict[str, Intervals] = {}
+    for process, begun in starts.items():
+        ends = sorted(granted.get(process, []))
+        spans = []
+        for start in begun:
+            index = bisect.bisect_left(ends, start)
+            spans.append((start, ends[index] if index < len(ends) else math.inf))
+        out[process] = Intervals(spans)
+    return out
+
+
 def call_bounds(
     events: Iterable[Event],
     *,
@@ -300,7 +323,9 @@ def call_bounds(
       process still in flight when it began (one-shots take the admission
       slots in waves of at most ``slots``, each decided within V, and the
       first may wait up to V for blocking attempts to give theirs up), one
-      V more for a semaphore;
+      V more for a semaphore, and one V more when it began before its
+      ``Redlock`` had read the nodes' epochs (its first grant waits up to V
+      for that census, as ``adopt()``'s does);
     - a release, an adopt: V (one fan-out).
 
     ``slack`` on top of each, for a loaded machine. ``vote``: V itself, for a
@@ -317,6 +342,7 @@ def call_bounds(
     stalls = _stalls(history)
     limit = vote_limit(node_timeout) if vote is None else vote
     ahead = _oneshots_ahead(found)
+    unread = _unread(history, found)
     over: list[tuple[float, str]] = []
     worst = 0.0
     bounded = 0
@@ -334,6 +360,8 @@ def call_bounds(
         else:
             waves = math.ceil((ahead.get(call, 0) + 1) / slots)
             stated = limit * (waves + 1) + node_timeout
+            if unread[call.process].covered(call.start, call.start + 1e-9) > 0:
+                stated += limit
         if call.op in _TWO_ROUNDS:
             stated += limit
         bound = stated + slack + stalled

@@ -753,8 +753,14 @@ def test_call_bounds_names_a_call_that_waited_past_its_bound() -> None:
     assert verdict.figures == {"worst_over_timeout_s": 8.0}
 
 
+def granted_before(process: str) -> list[Event]:
+    """A grant of ``process`` at its start: its Redlock has read the nodes' epochs."""
+    return [call(0.0, process, 0, "lock", "warm", 1.0), returned(0.1, process, 0, "lock", "warm")]
+
+
 def test_call_bounds_allows_for_its_own_loop_stalls() -> None:
-    late = [call(1.0, "w1", 1, "lock", "a", 0.0), returned(3.0, "w1", 1, "lock", "a")]
+    late = [*granted_before("w1"), call(1.0, "w1", 1, "lock", "a", 0.0),
+            returned(3.0, "w1", 1, "lock", "a")]  # fmt: skip
     assert not call_bounds(late, node_timeout=0.05).ok
     # The process's loop ran 400 ms late meanwhile: the harness, not the lock.
     stalled = [*late, Event(1.8, "w1", "lag", "loop", value=400)]
@@ -1000,16 +1006,32 @@ def test_adopt_scope_names_a_multilock_token_adopted_as_one_name() -> None:
 def test_call_bounds_gives_a_burst_of_one_attempt_acquires_its_waves() -> None:
     # 3,000 one-attempt acquires at once take the admission slots in three
     # waves of 1,280: the last may take V x 4 + node_timeout (2.25 s) + slack.
-    burst = [call(1.0, "w3", i, "lock", f"x:{i}", 0.0) for i in range(3000)]
+    warm = granted_before("w3")
+    burst = [*warm, *(call(1.0, "w3", i, "lock", f"x:{i}", 0.0) for i in range(1, 3001))]
     # Each wave returns before the next is let in; the last one 2.6 s in.
-    burst += [returned(1.6 + 0.5 * (i // 1280), "w3", i, "lock", f"x:{i}") for i in range(3000)]
+    burst += [returned(1.6 + 0.5 * ((i - 1) // 1280), "w3", i, "lock", f"x:{i}")
+              for i in range(1, 3001)]  # fmt: skip
     assert call_bounds(burst, node_timeout=0.05).ok
     # The same all waiting to the end: the first waves had no excuse.
-    late = [*burst[:3000], *(returned(3.6, "w3", i, "lock", f"x:{i}") for i in range(3000))]
+    late = [*burst[:3002], *(returned(3.6, "w3", i, "lock", f"x:{i}") for i in range(1, 3001))]
     assert call_bounds(late, node_timeout=0.05).counts["over"] == 2560
     # One on its own has no wave ahead of it: 2 V + node_timeout (1.15 s) + slack.
-    alone = [call(1.0, "w3", 1, "lock", "x", 0.0), returned(3.6, "w3", 1, "lock", "x", "false")]
+    alone = [*warm, call(1.0, "w3", 1, "lock", "x", 0.0),
+             returned(3.6, "w3", 1, "lock", "x", "false")]  # fmt: skip
     assert not call_bounds(alone, node_timeout=0.05).ok
+
+
+def test_call_bounds_gives_a_one_shot_before_the_first_census_one_v_more() -> None:
+    # A one-shot that is its Redlock's first grant waits up to V for the
+    # nodes' epochs to be read, then 2 V + node_timeout (sim seed 10004's
+    # process b0): 3 V + node_timeout (1.7 s) + slack here.
+    first = [call(1.0, "w3", 1, "lock", "x", 0.0), returned(3.1, "w3", 1, "lock", "x", "false")]
+    assert call_bounds(first, node_timeout=0.05).ok
+    # After a grant, or after a fresh Redlock's (aclose) first grant, not.
+    later = [*granted_before("w3"), *first]
+    assert not call_bounds(later, node_timeout=0.05).ok
+    closed = [*later[:2], Event(0.5, "w3", "aclose", "redlock"), *first]
+    assert call_bounds(closed, node_timeout=0.05).ok
 
 
 def test_phases_skip_a_healthy_stretch_too_short_to_judge() -> None:
