@@ -66,6 +66,7 @@ class SimProcess:
         self.dead = False  # crashed: none of its code runs again
         self.closed = False  # aclose() returned
         self.wall_offset = 0.0  # seconds its wall clock is ahead of true time
+        self.stops = 0  # the pauses not yet ended (two faults may stop it at once)
         self.tasks: dict[asyncio.Task[Any], None] = {}  # not done yet, in the order made
         # Random bytes and jitter: a stream of its own, from the seed and its identity.
         self.rng = random.Random(f"{sim.seed}:{name}:{host}:{pid}")
@@ -129,11 +130,18 @@ class SimProcess:
     def pause(self) -> None:
         """Stop the process (SIGSTOP, a long GC pause): none of its code runs, its
         timers and the bytes that reach it wait; the world's clocks go on."""
+        self.stops += 1
         self.sim.loop.pause(self)
 
     def resume(self) -> None:
-        """Go on: what fell due while it was paused runs now, in order."""
-        self.sim.loop.resume(self)
+        """End one pause; when none is left, go on: what fell due while it was
+        paused runs now, in order. A process stalled in its own code (a long
+        computation) and stopped from outside besides runs again only when
+        both are over (seed 10049: the stop's end let it run mid-stall, and
+        the history said it was told of a loss while it could not run)."""
+        self.stops = max(0, self.stops - 1)
+        if not self.stops:
+            self.sim.loop.resume(self)
 
     # Ends.
 

@@ -247,6 +247,35 @@ def test_a_paused_process_loses_its_lock_and_is_told_when_it_resumes(sim: Simula
     sim.run(main())
 
 
+def test_a_process_stopped_twice_runs_again_only_when_both_stops_end(sim: Simulation) -> None:
+    # A stall in its own code and a SIGSTOP from outside, overlapping: the
+    # first to end must not let it run (seed 10049).
+    one = sim.spawn()
+    ran: list[float] = []
+
+    async def ticker() -> None:
+        while True:
+            ran.append(round(sim.loop.time() - 1000, 3))
+            await asyncio.sleep(1.0)
+
+    async def main() -> None:
+        one.spawn(ticker())
+        await asyncio.sleep(0.5)
+        one.pause()  # the stall, 0.5 .. 4.5
+        await asyncio.sleep(1.0)
+        one.pause()  # the stop, 1.5 .. 2.5
+        await asyncio.sleep(1.0)
+        one.resume()
+        await asyncio.sleep(2.0)
+        assert ran == [0.0]  # nothing ran between the stop's end and the stall's
+        one.resume()
+        await asyncio.sleep(0.1)
+        assert ran == [0.0, 4.5]  # what fell due, at once
+        one.crash()
+
+    sim.run(main())
+
+
 def test_a_node_restarted_empty_does_not_cost_the_holder_its_lock(sim: Simulation) -> None:
     one, two = sim.spawn(), sim.spawn()
 
