@@ -280,18 +280,22 @@ def _oneshots_ahead(found: Sequence[Call]) -> dict[Call, int]:
 def _unread(history: Sequence[Event], found: Sequence[Call]) -> dict[str, Intervals]:
     """Per process, when its ``Redlock`` may not have read the nodes' epochs
     yet: from its first event, and from each ``aclose`` (the next grants go
-    through a fresh one), until an acquire of it next returns granted."""
+    through a fresh one), until a ``census ready`` event says it has (the
+    simulation's) or, without those, until an acquire of it returns granted."""
     starts: dict[str, list[float]] = defaultdict(list)
+    ready: dict[str, list[float]] = defaultdict(list)
     for event in history:
         if event.process not in starts or (event.kind == "aclose" and event.op == "redlock"):
             starts[event.process].append(event.time)
+        if event.kind == "census" and event.op == "ready":
+            ready[event.process].append(event.time)
     granted: dict[str, list[float]] = defaultdict(list)
     for call in found:
         if call.outcome == "ok" and call.op != "release":  # an adopt reads them too
             granted[call.process].append(call.end)
     out: dict[str, Intervals] = {}
     for process, begun in starts.items():
-        ends = sorted(granted.get(process, []))
+        ends = ready[process] if ready.get(process) else sorted(granted.get(process, []))
         spans = []
         for start in begun:
             index = bisect.bisect_left(ends, start)

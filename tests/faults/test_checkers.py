@@ -1032,6 +1032,11 @@ def test_call_bounds_gives_a_one_shot_before_the_first_census_one_v_more() -> No
     assert not call_bounds(later, node_timeout=0.05).ok
     closed = [*later[:2], Event(0.5, "w3", "aclose", "redlock"), *first]
     assert call_bounds(closed, node_timeout=0.05).ok
+    # Where the history says when the census was done (the simulation's
+    # "census ready"), until then only, grant or not.
+    read = [Event(0.9, "w3", "census", "ready"), *first]
+    assert not call_bounds(read, node_timeout=0.05).ok
+    assert call_bounds([Event(1.1, "w3", "census", "ready"), *first], node_timeout=0.05).ok
 
 
 def test_phases_skip_a_healthy_stretch_too_short_to_judge() -> None:

@@ -12,7 +12,7 @@ on virtual time:
   cluster: the waiting checkers (a free name taken at once, a writer let in
   past a stream of readers) judge only where a process reaches a healthy
   majority, which the nemesis rarely leaves it for long. The burst process
-  starts with them (``burst``), and a slow majority a second later;
+  starts with them (``burst``), and a slow majority as its burst goes out;
 - ``faults_start .. faults_end``: the workload under the nemesis's faults;
 - ``faults_end .. end``: the workload on a healed cluster, long enough for
   every key written under faults to expire (``tail``);
@@ -61,6 +61,7 @@ BURST = "b0"
 BURST_NODE_TIMEOUT = 1.0  # its Redlock's: replies come 0.9 s after the send, in time
 BURST_DELAY = 0.45  # one way, on each of its paths
 BURST_SIZE = 4500  # acquires in one gather: more than four rounds of 1,024 slots
+BURST_SLOW = 14.0  # the slow majority as its burst goes out, seconds: past 2 V + node_timeout
 
 
 @dataclass
@@ -294,11 +295,11 @@ class Deployment:
         stream of acquires on other names, with timeout 0.3 s and
         ``blocking=False`` in turn, must each return within its bound
         (``call_bounds``): a deadline and the one-shots' reserve let them
-        past the line, not four rounds behind it. A second after it starts
-        (or as soon after as the model allows), a slow majority: a backlog
-        answered a bit at a time - a volume worker's hundred calls in flight
-        on one connection, then the burst's - must cost each vote at most
-        its bound.
+        past the line, not four rounds behind it. As its burst goes out (or as
+        soon after as the model allows), a majority of the nodes turns slow
+        for :data:`BURST_SLOW` s: the burst's backlog, answered a bit at a
+        time, must cost each of its votes at most their bound (V: 5 s), not
+        the whole backlog, which takes longer than its one-shots' bound.
         """
         loop = self.sim.loop
         rng = random.Random(f"burst:{self.seed}")
@@ -331,9 +332,9 @@ class Deployment:
         main = process.spawn(
             start_mixed(process, config, self.recorder, self.board, self.resource, lambda _: None)
         )
-        await asyncio.sleep(1.0)  # the workers' streams are in flight, not yet its burst
-        for _ in range(20):  # another fault, or a loss's window, may be on: a while later
-            if self.nemesis.slow_majority():
+        await asyncio.sleep(config["mix"]["burst_at"])  # its burst goes out now
+        for _ in range(8):  # another fault, or a loss's window, may be on: a while later
+            if self.nemesis.slow_majority(BURST_SLOW):
                 break
             await asyncio.sleep(0.25)
         await asyncio.wait([main], timeout=50.0)

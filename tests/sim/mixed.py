@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from redlock_async import Lock, Redlock, RedlockError
 from redlock_async._base._keys import lock_key
+from redlock_async._engine._epochs import Epochs
 
 from ..faults.history import ACQUIRE_OPS, Event
 from ..faults.mixed import _GRANT_OPS, Mixed, _watch_releases
@@ -242,7 +243,20 @@ class SimMixed(Mixed):
             redlock._core.fanout = fanout
             return redlock
 
-        super().__init__(config, recorder.for_process(config["name"]), new_redlock, _ATTEMPTS)
+        base = recorder.for_process(config["name"])
+        told: list[Redlock] = []  # the Redlock whose census is in the history
+
+        def record(kind: str, op: str, **fields: Any) -> None:
+            # ``census ready`` when its Redlock has read the nodes' epochs, as
+            # seen at its next event (its first grant may wait up to V before:
+            # call_bounds allows a one-shot that V until then).
+            redlock: Redlock | None = getattr(self, "redlock", None)
+            if redlock is not None and told[-1:] != [redlock] and _read_epochs(redlock):
+                told[:] = [redlock]
+                base("census", "ready")
+            base(kind, op, **fields)
+
+        super().__init__(config, record, new_redlock, _ATTEMPTS)
         self.closing: set[asyncio.Task[None]] = set()
 
     async def ticker(self) -> None:
@@ -453,6 +467,12 @@ class SimMixed(Mixed):
             await super().main()
         finally:
             await asyncio.gather(*self.closing, return_exceptions=True)
+
+
+def _read_epochs(redlock: Redlock) -> bool:
+    """Whether ``redlock`` has read the nodes' epochs (its first census is done)."""
+    epochs = redlock._core.epochs
+    return isinstance(epochs, Epochs) and epochs.ready
 
 
 COUNTERS = ("k0", "k1", "k2")

@@ -255,10 +255,9 @@ class Nemesis:
                 timer.cancel()
                 self._heal(fault, heal)
 
-    def slow_majority(self) -> bool:
-        """A slow majority now, when the model allows it (the burst's, ``deploy.py``:
-        the backlog of a thousand attempts in flight, answered a bit at a
-        time, must cost each vote no more than its bound). Whether it came."""
+    def slow_majority(self, duration: float) -> bool:
+        """A slow majority now, for ``duration`` s, when the model allows it (the
+        burst's, ``deploy.py``). Whether it came."""
         kind = KINDS["slow-majority"]
         if self.over or kind.name not in self.kinds:
             return True  # none will
@@ -266,6 +265,13 @@ class Nemesis:
         if fault is None or self.busy(fault, kind) or not self.allowed(fault, kind, free=True):
             self.refused += 1
             return False
+        # 15-30 ms a command: the burst's thousand attempts in flight take
+        # longer to answer than the slowness lasts, its connection is never
+        # silent for its node_timeout (1 s), and only each vote's own bound
+        # ends its wait.
+        amount = self.rng.uniform(0.015, 0.03)
+        fault = Fault(fault.id, fault.kind, fault.at, max(fault.duration, duration),
+                      fault.nodes, fault.workers, amount)  # fmt: skip
         self.apply(fault, kind)
         return True
 
