@@ -397,16 +397,41 @@ class _Token:
     maybe: list[float] = field(default_factory=list)
 
 
+# Faults under which a node runs a command long after it was sent: it
+# queues behind a slow node's backlog, or waits while the node is paused,
+# until the fault ends (the simulation's nodes, and a real one, catch up).
+_LATE = frozenset({"slow-node", "slow-majority", "pause-node"})
+_FAULT_ID = re.compile(r"\bid=(\d+)")
+
+
+def _late_spans(history: Sequence[Event]) -> list[Span]:
+    """When a command sent may run only at the span's end (``_LATE`` faults)."""
+    began: dict[str, float] = {}
+    spans: list[Span] = []
+    for event in history:
+        if event.process != "nemesis" or event.op not in _LATE:
+            continue
+        match = _FAULT_ID.search(event.detail)
+        ident = match.group(1) if match else event.op
+        if event.kind == "fault":
+            began[ident] = event.time
+        elif event.kind == "heal" and ident in began:
+            spans.append((began.pop(ident), event.time))
+    spans += [(start, math.inf) for start in began.values()]  # never healed
+    return spans
+
+
 def _cut_short(
-    tokens: dict[str, _Token], found: Sequence[Call], retry: float
+    tokens: dict[str, _Token], found: Sequence[Call], retry: float, late: Sequence[Span] = ()
 ) -> dict[str, list[tuple[str, Span]]]:
     """What acquires a process's crash (or end) cut short may hold with no grant
     of it in the history, per hold kind (``lock`` for the exclusive names;
     ``read``, ``write``; ``waiting`` for a writer's wait marker). The nodes may
     have granted the acquire as the process died, and its keys then live for
-    its ttl from its last attempt - about its call's end - on each name: the
-    longest any grant of that kind and name shows (``hold`` events; none known,
-    nothing is assumed). A writer's wait marker (``:ww``, docs/rwlock.md) keeps
+    its ttl from its last attempt - about its call's end, or as late as a
+    slow or paused node ran it (``late``: the spans of such faults) - on each
+    name: the longest any grant of that kind and name shows (``hold``
+    events; none known, nothing is assumed). A writer's wait marker (``:ww``, docs/rwlock.md) keeps
     new readers out for three retry delays after its last attempt, granted
     or not."""
     ttls: dict[tuple[str, str], float] = {}
@@ -422,9 +447,11 @@ def _cut_short(
         kind = "lock" if call.op in EXCLUSIVE else call.op
         if kind not in ("lock", "read", "write"):
             continue
+        # Its last commands ran by its end, or when a slow node caught up.
+        ran = max([call.end] + [b for a, b in late if a <= call.end < b])
         for name in call.names if kind == "lock" else [call.res]:
             if (kind, name) in ttls:
-                end = call.end + ttls[kind, name] + _KEY_SLACK
+                end = ran + ttls[kind, name] + _KEY_SLACK
                 spans[kind].append((name, (call.start, end)))
         if kind == "write":
             marker = max(3 * retry, 0.1)  # the script's: at least 100 ms
@@ -463,7 +490,12 @@ class _Resources:
     """When each waiter's want was out of reach, per the occupancy (and waiting writers)."""
 
     def __init__(
-        self, tokens: dict[str, _Token], found: Sequence[Call], *, retry: float = 0.4
+        self,
+        tokens: dict[str, _Token],
+        found: Sequence[Call],
+        *,
+        retry: float = 0.4,
+        history: Sequence[Event] = (),
     ) -> None:
         names: dict[str, list[Span]] = defaultdict(list)
         readers: dict[str, list[Span]] = defaultdict(list)
@@ -486,7 +518,7 @@ class _Resources:
         for call in found:
             if call.op == "write":
                 waiting_writers[call.res].append((call.start, call.end))
-        cut = _cut_short(tokens, found, retry)
+        cut = _cut_short(tokens, found, retry, _late_spans(history))
         for name, span in cut["lock"]:
             names[name].append(span)
         for res, span in cut["read"]:
@@ -594,7 +626,7 @@ def _idle_waits(
     """
     history = sorted(events, key=lambda e: e.time)
     found = calls(history)
-    resources = _Resources(_occupancy(history), found, retry=retry)
+    resources = _Resources(_occupancy(history), found, retry=retry, history=history)
     faults = unhealthy(history, after_heal, ttl)
     stalls = _stalls(history)
     waiters = [c for c in found if c.op in ops and c.timeout > 0]

@@ -803,6 +803,34 @@ def test_prompt_grants_counts_a_lock_a_crash_cut_short_as_held_for_its_ttl() -> 
     assert "free for 1.100 s of its wait, [1.200, 2.300]" in verdict.violations[0]
 
 
+def test_prompt_grants_counts_a_crashed_acquire_from_when_a_slow_node_caught_up() -> None:
+    # w1 crashes in an acquire of "f" at 1.1 while node 0 is slow until 5.0:
+    # its command ran there only then, so its key may live to 6.0 (ttl 1 s),
+    # not 2.1 (sim seed 3901: a 14 s slow majority, a 10 s ttl).
+    history = [
+        hold(0.5, "w1", "t1", "lock", "f"),
+        free(0.6, "w1", "t1", "lock", "f"),
+        Event(0.9, "nemesis", "fault", "slow-node", detail="id=4 nodes=(0,) workers=()"),
+        call(1.0, "w1", 1, "lock", "f", 3.0),
+        returned(1.1, "w1", 1, "lock", "f", "crashed"),
+        Event(5.0, "nemesis", "heal", "slow-node", detail="id=4 nodes=(0,) workers=()"),
+        call(6.5, "w2", 1, "lock", "f", 3.0),  # not ill: after_heal 1 s
+        hold(6.55, "w2", "t2", "lock", "f"),
+        returned(6.55, "w2", 1, "lock", "f"),
+        call(5.3, "w3", 1, "lock", "f", 1.0),
+        hold(6.25, "w3", "t3", "lock", "f"),
+        returned(6.25, "w3", 1, "lock", "f"),
+        free(6.3, "w3", "t3", "lock", "f"),
+    ]
+    history.sort(key=lambda e: e.time)
+    assert prompt_grants(history, retry=0.4, after_heal=0.0).ok
+    # Without the slow node, "f" was free from 2.3: w3 waited 0.95 s for nothing.
+    quick = [e for e in history if e.process != "nemesis"]
+    verdict = prompt_grants(quick, retry=0.4, after_heal=0.0)
+    assert not verdict.ok
+    assert "w3 lock 'f'" in verdict.violations[0]
+
+
 def test_prompt_grants_keeps_readers_out_while_a_crashed_writers_wait_marker_lives() -> None:
     # w0 crashes waiting to write "r" (readers held it): its wait marker keeps
     # new readers out for three retry delays after its last attempt, 1.2 s

@@ -273,7 +273,7 @@ def free_name_granted(
     history = sorted(events, key=lambda e: e.time)
     log = FaultLog(history)
     found = calls(history)
-    resources = _Resources(_occupancy(history), found, retry=retry)
+    resources = _Resources(_occupancy(history), found, retry=retry, history=history)
     waiters = [c for c in found if c.op == "lock" and c.timeout > 0]
     bound = 2 * retry + slack
     sick: dict[str, Intervals] = {}
