@@ -56,7 +56,7 @@ def history_hash(events: Sequence[Event]) -> str:
     return digest.hexdigest()
 
 
-_TIMES = re.compile(r"\b(\d{4,}\.\d{3,})\b")
+_TIMES = re.compile(r"\b(\d{4,}\.\d{3,})\b(?! ?ms)")  # instants, not durations ("by 1014.867 ms")
 _KEYS = re.compile(r"'([^']+)'")
 
 
