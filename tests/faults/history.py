@@ -226,8 +226,18 @@ def stalls(events: Iterable[Event]) -> dict[str, list[tuple[float, float]]]:
 
 
 def _told_on_resume(spans: Sequence[tuple[float, float]], told: float) -> float | None:
-    """The start of a stall that ended just before ``told`` (None: none did)."""
-    starts = [a for a, b in spans if told - STALL_NOTICE <= b <= told + STALL_NOTICE]
+    """The start of a stall that ended just before ``told`` (None: none did).
+
+    Stalls that overlap are one: a process stopped twice at once (a stall in
+    its own code, a stop from outside) runs again only when both are over,
+    and could not act from the first one's start (sim seed 10012)."""
+    merged: list[list[float]] = []
+    for a, b in sorted(spans):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    starts = [a for a, b in merged if told - STALL_NOTICE <= b <= told + STALL_NOTICE]
     return min(starts) if starts else None
 
 
