@@ -252,11 +252,12 @@ def windows(events: Iterable[Event], ops: Iterable[str] = ACQUIRE_OPS) -> list[W
     key. A grant with no claimed validity end and no release claims
     exclusivity for good: its window never ends.
 
-    An auto-renewed grant (no claimed end) whose holder was told of its loss
-    as its process resumed from a stall (stopped, or its loop late: see
-    :func:`stalls`) ends when that stall began: a process that cannot run
-    cannot be told, nor act on what it holds; once it runs, it is told at
-    once (within ``STALL_NOTICE``). A claimed validity end is never moved.
+    An auto-renewed grant (no claimed end) whose holder was told of its loss,
+    or released it, as its process resumed from a stall (stopped, or its loop
+    late: see :func:`stalls`) ends when that stall began: a process that
+    cannot run cannot be told, nor act on what it holds; once it runs, it is
+    told at once (within ``STALL_NOTICE``), or its first act is to let go. A
+    claimed validity end is never moved.
     """
     events = sorted(events, key=lambda e: e.time)
     stalled = stalls(events)
@@ -287,7 +288,10 @@ def windows(events: Iterable[Event], ops: Iterable[str] = ACQUIRE_OPS) -> list[W
             if grant_or_none is not None:
                 grants.remove(grant_or_none)
                 end = event.time
-                if event.kind == "lost" and math.isinf(grant_or_none.valid_until):
+                # Told of the loss, or releasing, the moment it runs again: a
+                # renewed grant it could not renew nor act on since the stall
+                # began (its hold's timer fell due meanwhile: sim seed 10007).
+                if math.isinf(grant_or_none.valid_until):
                     began = _told_on_resume(stalled.get(event.process, ()), end)
                     if began is not None:
                         end = max(grant_or_none.ok.time, min(end, began))

@@ -1161,3 +1161,30 @@ def test_a_renewed_grant_lost_while_its_holder_was_stopped_ends_when_it_stopped(
         *base[1:],
     ]
     assert not mutual_exclusion([*stopped, *claimed]).ok
+
+
+def test_a_renewed_grant_let_go_as_its_stopped_process_runs_again_ends_at_the_stop() -> None:
+    # w1 holds "c" (auto-renewed) and is stopped by two overlapping pauses
+    # (1.0-2.0, 1.5-3.0: one stop); its keys expire and w2 takes "c" at 2.5;
+    # w1's first act when it runs, at 3.0, is its release (sim seeds 10007,
+    # 10012): it held "c" until 1.0, not 3.0.
+    def pause(time: float, kind: str, ident: int) -> Event:
+        return Event(time, "nemesis", kind, "pause-worker", detail=f"id={ident} workers=(1,)")
+
+    history = [
+        Event(0.5, "w1", "ok", "acquire", "c", "t1"),
+        pause(1.0, "fault", 1),
+        pause(1.5, "fault", 2),
+        pause(2.0, "heal", 1),
+        Event(2.5, "w2", "ok", "acquire", "c", "t2", valid_until=2.8),
+        Event(2.6, "w2", "release", "acquire", "c", "t2"),
+        pause(3.0, "heal", 2),
+        Event(3.0, "w1", "release", "acquire", "c", "t1"),
+    ]
+    assert mutual_exclusion(history).ok
+    [first, _] = windows(history)
+    assert (first.start, first.end) == (0.5, 1.0)
+    # Had it run at 2.0 (the first pause's end), its release at 3.0 came
+    # after a second in which it could act: its claim ran to 3.0.
+    apart = [e for e in history if "id=2" not in e.detail]
+    assert not mutual_exclusion(apart).ok
