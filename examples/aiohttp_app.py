@@ -93,7 +93,11 @@ async def redlock_ctx(app: web.Application) -> AsyncIterator[None]:
     settings = app[SETTINGS]
     # A request answers 503 soon when the lock service is down; the client's
     # retry (Retry-After) rides out the failover instead (docs/frameworks.md).
-    redlock = Redlock(settings.urls, unavailable_timeout=settings.unavailable_timeout)
+    # A prefix of its own: short web-request locks apart from long cron ones
+    # (a restart keeps a prefix out for its longest ttl: docs/guide.md).
+    redlock = Redlock(
+        settings.urls, prefix="redlock:web:", unavailable_timeout=settings.unavailable_timeout
+    )
     app[REDLOCK] = redlock
     try:
         yield

@@ -148,7 +148,9 @@ def create_app(
         # shared by every request; closed when the server shuts down.
         # A request answers 503 soon when the lock service is down; the
         # client's retry (Retry-After) rides out the failover instead.
-        redlock = Redlock(nodes, unavailable_timeout=unavailable_timeout)
+        # A prefix of its own: short web-request locks apart from long cron ones
+        # (a restart keeps a prefix out for its longest ttl: docs/guide.md).
+        redlock = Redlock(nodes, prefix="redlock:web:", unavailable_timeout=unavailable_timeout)
         app.state.redlock = redlock
         try:
             yield

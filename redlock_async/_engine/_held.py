@@ -1,4 +1,4 @@
-"""The nodes one hash slot's view keeps out while grants they may have lost can be valid."""
+"""The nodes a view keeps out while grants they may have lost can be valid."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ _log = logging.getLogger("redlock_async.node")
 
 
 class Held:
-    """Slotted (``_slots.py``): the nodes kept out of one slot's view while
-    grants they may have lost can still be valid, and when each comes in.
+    """The nodes kept out of a view (``_epochs.py``; one slot's, ``_slots.py``)
+    while grants they may have lost can still be valid, and when each comes in.
     Out of the view, a node answers STALE: none of its votes counts, and
     nothing is written there."""
 
@@ -36,7 +36,9 @@ class Held:
         if held is None:
             _log.warning(
                 "redlock_async: %s lost its data while grants it may have held can still "
-                "be valid; its votes do not count for %.1fs",
+                "be valid; its votes do not count for %.1fs, until the records of the views "
+                "naming its old epoch expire (1.25 x the longest ttl used lately on this "
+                "prefix: long-ttl locks belong under a prefix of their own)",
                 name,
                 until - now,
             )

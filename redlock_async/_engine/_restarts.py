@@ -1,28 +1,14 @@
-"""Quarantine of nodes that restarted, the Redlock paper's crash-recovery rule.
+"""Each node's restart watch: the Redlock paper's crash-recovery rule, as
+one Redlock sees a node's server (docs/guarantees.md, "Restarted nodes").
 
-A node that restarts without its data could grant a second holder while a
-first grant is still valid. Which grants it may have held, only the other
-nodes know: the epochs census (``_epochs.py``) reads them and marks the node
-``suspect`` for as long as one of those grants may live, whoever made it,
-with any ttl. This watch adds what the server's ``run_id`` (seen on each new
-connection) tells: a restart this Redlock sees keeps the node's votes out
-for ``MIN_QUARANTINE`` at least (fencing tokens). Strict mode
-(``quarantine_grace``) also quarantines a node whose uptime is below a grace
-period: an extra margin.
-
-Drivers only report what they see of the server (``observe``,
-``observe_fields``, ``unknown``): the lean driver reads ``INFO server`` on
-every new connection; with a plain redis-py client, which reconnects behind
-our back, ``server_id.lua`` rides in the same pipeline as each granting
-script. Redis Cluster nodes are not watched (an INFO there answers for an
-arbitrary shard). The engine alone turns a quarantined node's yes into a
-failed vote: ``Tally.settle`` calls ``vote`` for the replies of granting
-scripts (``Script.grants``), whichever driver served the node.
-
-Detection fails closed: when a node refuses INFO (an ACL such as
-``+@all -@dangerous``) or its reply lacks the fields, its restarts cannot be
-seen, so its yes votes do not count either, until an INFO succeeds again
-(docs/security.md).
+Grants a restarted node may have lost are the census's (``_epochs.py``);
+this watch adds what a new ``run_id`` tells (the lean driver reads ``INFO
+server`` on each new connection, ``server_id.lua`` rides with each granting
+script through redis-py): the node's yes votes are held until censuses read
+it again, and kept out ``MIN_QUARANTINE`` at least (fencing tokens); strict
+mode (``quarantine_grace``) adds a grace after any start. The engine turns a
+quarantined yes into a failed vote (``Tally.settle`` calls ``vote``).
+Detection fails closed: a node that refuses INFO has no yes vote counted.
 """
 
 from __future__ import annotations
@@ -43,16 +29,13 @@ _log = logging.getLogger("redlock_async.node")
 _RUN_ID = re.compile(rb"run_id:([0-9a-f]+)")
 _UPTIME = re.compile(rb"uptime_in_seconds:(\d+)")
 
-# Redis reports uptime as the difference of two whole wall-clock seconds, so
-# it overstates the time since start by up to one second (start at x.99,
-# asked at y.01). Taking it at its word once cut a quarantine short by that
-# much and let a second holder in; a quarantine always adds this second back.
+# Redis's uptime is a difference of whole wall-clock seconds: it overstates
+# the time since start by up to one, which a quarantine adds back.
 UPTIME_RESOLUTION = 1.0
 
-# The shortest quarantine of a restarted node. Fencing counters resume at the
-# node's clock in whole seconds (lua/_fence.lua): two seconds after a restart
-# that clock is past every token handed out before it, as long as node clocks
-# agree within one second (docs/fencing.md). Lock grants are the census's.
+# The shortest quarantine of a restarted node: fencing counters resume at the
+# node's clock in whole seconds (lua/_fence.lua), past every earlier token
+# two seconds after a restart (docs/fencing.md).
 MIN_QUARANTINE = 2.0
 
 _DOCS = "docs/security.md"  # where messages send operators for the fix
@@ -82,35 +65,25 @@ class Restarts:
     def __init__(
         self, name: str, ledger: TtlLedger, grace: float | None, *, failover: bool = False
     ) -> None:
-        """``failover``: the node's address may move to another, long-running
-        server (a Sentinel-managed primary): its uptime then says nothing of
-        when it lost data, so a new run_id is quarantined for the full span."""
+        """``failover``: a Sentinel-managed primary (its uptime says nothing of
+        when it lost data: a new run_id is quarantined for the full span)."""
         self._name = name
         self._failover = failover
         self._ledger = ledger
         self._grace = grace
         self.run_id: bytes | None = None
-        # Told when the run_id changes (the epochs census: a server restarted
-        # from disk, or a promoted replica, gets a new epoch there).
-        self.on_restart: Callable[[], None] | None = None
-        # Set by on_restart's census: no yes vote counts at all until it has
-        # read the node again (a restart from disk keeps an old epoch).
-        self.held = False
-        # Loop time until which yes votes do not count; 0: none; inf: restarts
-        # cannot be detected. The engine consults vote() only when it is
-        # truthy, so the fine case costs one attribute test per granting yes.
+        self.on_restart: Callable[[], None] | None = None  # the census (_epochs.py)
+        self.held = False  # no yes counts until the censuses read the node again
+        # Loop time until which yes votes do not count; 0: none; inf: blind.
+        # vote() is consulted only when truthy: one attribute test per yes.
         self.until = 0.0
         self._quarantine = 0.0  # end of the current quarantine after a restart
         self._blind: str | None = None  # why restarts cannot be seen, and the fix
         self._cause: BaseException | None = None  # what INFO answered
 
     def unknown(self, error: BaseException | str) -> None:
-        """This node's restarts cannot be detected: INFO answered ``error``
-        (the driver's exception when refused, a description when it lacks fields).
-
-        Its yes votes are refused until a later ``observe`` succeeds; the first
-        time (not on every connection or vote) a WARNING says how to fix it.
-        """
+        """INFO answered ``error`` (refused, or without the fields): yes votes
+        are refused until an ``observe`` succeeds; a WARNING the first time."""
         fresh = self._blind is None
         # An exception: INFO was refused; a str: it answered without the fields.
         self._cause = error if isinstance(error, BaseException) else None
@@ -139,16 +112,11 @@ class Restarts:
         if self._blind is not None:
             _log.info("redlock_async: %s answers INFO again; its votes count", self._name)
             self._blind = self._cause = None
-        # A restart while blind is caught here too: run_id is the last one seen.
         seen, self.run_id = self.run_id, run_id
         span = 0.0
-        # The least time the server can have been up.
         up_at_least = max(0.0, uptime - UPTIME_RESOLUTION)
         if seen is not None and seen != run_id:
-            # Back since `up_at_least` seconds at the least; grants it may
-            # have forgotten last at most the longest ttl from then. A
-            # promoted replica may have been up for long, yet lack the old
-            # primary's last grants: the span runs from now.
+            # A promoted replica may have been up long: its span runs from now.
             span = restart_span(self._ledger) - (0.0 if self._failover else up_at_least)
             why = "failed over" if self._failover else "restarted"
             if self.on_restart is not None:
@@ -196,19 +164,18 @@ class Restarts:
                 return NodeError(
                     f"{self._name} is quarantined after a restart until a census has read it again"
                 )
+            # What is awaited, and until when: the issue-40 lockout, met by users.
             return NodeError(
-                f"{self._name} is quarantined after a restart for {self.until - now:.1f}s more"
+                f"{self._name} is quarantined after a restart for {self.until - now:.1f}s more: "
+                "grants it may have lost (the longest ttl used on this prefix) can still be "
+                "valid until then; long-ttl locks belong under a prefix of their own"
             )
         return reply
 
 
 def restart_span(ledger: TtlLedger) -> float:
     """How long a restart this Redlock saw keeps the node's votes out at the
-    least: ``MIN_QUARANTINE``, for fencing tokens, and for the census it
-    triggers to land (the census gives a server restarted from disk, or a
-    promoted replica, a new epoch: ``lua/census.lua``). Grants are covered by
-    the census (``_epochs.py``), whatever their ttl and whoever made them.
+    least: ``MIN_QUARANTINE`` (grants are the census's, whatever their ttl).
     Looked up at call time: the fault suite's mutant ``per-redlock-restart-rule``
-    swaps it for the rule before the census (the longest ttl this Redlock
-    granted) and turns the census's findings off."""
+    swaps it for the longest ttl this Redlock granted."""
     return MIN_QUARANTINE

@@ -1,36 +1,14 @@
 """Epochs per hash slot: the restart rule for a Redlock with a Redis Cluster node.
 
-The restart rule (``_epochs.py``) keeps, on every node, an epoch and records
-under ``<prefix>~epoch``, and every granting script reads and raises them
-beside the lock's own keys. On a Redis Cluster that key lives in one hash
-slot, on one shard, and a script may only touch keys of its own slot: the
-record cannot follow the lock, and an ``INFO`` answers for an arbitrary shard.
-
-So a Redlock with a cluster among its nodes keeps the rule once per hash
-slot. Slot ``s`` has its own epoch hash ``<prefix>~epoch{t}`` on every node,
-where ``t`` is a tag that hashes to ``s`` (:func:`slot_tag`): on a cluster it
-lives on the shard that owns the slot and moves with it, beside the locks it
-covers. Each slot is an independent instance of the rule - its own epochs,
-views, records and censuses (an :class:`Epochs` each) - so its proof
-(docs/guarantees.md) holds slot by slot: a grant on a name lives in one
-slot, and a shard that lost its data has a new epoch in each of its slots.
-Slots are met lazily: a name's first grant in a slot waits for that slot's
-censuses, as a Redlock's first grant does.
-
-What changes beside the keys: on a cluster the scripts also compare the
-server's ``run_id`` with the one that made the slot's epoch
-(``lua/_epoch_cluster.lua``), so a shard restarted from disk, or a replica
-promoted by a failover, answers STALE until a census gives it a new epoch -
-there is no per-shard restart watch on the client. A plain node beside it
-keeps its watch: a new run_id takes it out of every slot's view
-(:meth:`SlotEpochs._restarted`). And a node found to have lost grants still
-valid stays out of its slot's view until they have expired (it answers
-STALE) instead of having its yes votes refused: the client's restart
-watches are per node, not per slot.
-
-Every node of such a Redlock runs commands over several slots (a
-multilock's) one slot at a time, each part with its own slot's view
-(``RedisPyNode.use_slots``; ``RespNode.use_slots``, ``resp/_split.py``).
+A script may touch only keys of its own slot, and an INFO sent to a cluster
+answers for an arbitrary shard; so such a Redlock keeps the rule once per
+hash slot (docs/guarantees.md, "With a Redis Cluster among the nodes"):
+slot ``s`` has its own epoch hash ``<prefix>~epoch{t}`` on every node, ``t``
+a fixed tag hashing to ``s`` (:func:`slot_tag`), and an :class:`Epochs` of
+its own, met lazily. On the cluster the scripts compare run_ids themselves
+(``lua/_epoch_cluster.lua``); a plain node beside it keeps its watch, and a
+node that lost grants still valid stays out of the slot's view until they
+expire (``_held.py``), as restart watches are per node, not per slot.
 """
 
 from __future__ import annotations
@@ -65,9 +43,8 @@ def key_slot(key: bytes) -> int:
 
 @functools.cache
 def _tags() -> tuple[bytes, ...]:
-    # The first hexadecimal number that hashes to each slot: every client of
-    # every version must spell a slot's epoch key alike (their records must
-    # meet), so this is fixed, not random. About 315,000 CRCs, once: 70 ms.
+    # The first hexadecimal number hashing to each slot: fixed, so every
+    # client spells a slot's epoch key alike. About 315,000 CRCs, once: 70 ms.
     tags: list[bytes | None] = [None] * SLOTS
     left, number = SLOTS, 0
     while left:
@@ -151,9 +128,8 @@ class SlotEpochs:
         await asyncio.gather(*(self.domain(slot).refreshed(wait) for slot in slots))
 
     def stale(self, index: int, keys: Sequence[bytes] = ()) -> NodeError:
-        """Node ``index`` answered STALE to a command over ``keys``: each of their
-        slots reads the nodes again (of a split command, the keys of the part
-        that answered: ``SplitCommand.stale_keys``)."""
+        """Node ``index`` answered STALE to a command over ``keys`` (of a split
+        command, its part's: ``SplitCommand.stale_keys``): their slots' censuses."""
         error: NodeError | None = None
         for slot in {key_slot(key) for key in keys}:
             error = self.domain(slot).stale(index)
@@ -162,16 +138,10 @@ class SlotEpochs:
         return error
 
     def _restarted(self, index: int) -> None:
-        """Plain node ``index`` showed a new run_id (a restart, seen on a new
-        connection): restarted from disk, or a promoted replica, it may keep
-        its epochs but lack the last grants.
-
-        It leaves every slot's view: commands sent from now on get STALE
-        from it, and the census that follows gives each slot there a new
-        epoch (census.lua: another server). Commands already sent carry the
-        old views; its yes votes to them do not count (its watch holds them)
-        until each has its reply from it.
-        """
+        """Plain node ``index`` showed a new run_id: it may keep its epochs but
+        lack the last grants. It leaves every slot's view (STALE from now on;
+        the census gives it new epochs); its yes votes to commands already
+        sent, with the old views, are held until each has its reply."""
         for domain in self.domains.values():
             domain.forget(index)
         watches = self._quorum.watches
@@ -195,10 +165,8 @@ class SlotEpochs:
             tally.when_settled(index, answered)
 
     def reset(self) -> None:
-        """The fan-outs moved to another loop or a forked child: those a
-        restart's hold waited for will never answer here, so the hold ends
-        (commands from now on carry views without the node, which answers
-        STALE until censuses read it again)."""
+        """The fan-outs moved to another loop or a forked child: a restart's
+        hold waited for answers that will never come here, so it ends."""
         for domain in self.domains.values():
             domain.reset()
         for index, watch in enumerate(self._quorum.watches or ()):

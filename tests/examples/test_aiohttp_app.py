@@ -82,7 +82,7 @@ async def test_a_lock_held_elsewhere_answers_409(
 ) -> None:
     caplog.set_level(logging.INFO, logger="examples.aiohttp_app")
     app = create_app(redis_nodes.urls, timeout=1.0)
-    async with serve(app) as http, Redlock(redis_nodes.urls) as elsewhere:
+    async with serve(app) as http, Redlock(redis_nodes.urls, prefix="redlock:web:") as elsewhere:
         # Connected first: the 409 below is the lock's doing, not a slow connect.
         assert (await http.post("/orders/4/charge")).status == 200
         other = elsewhere.lock("orders:3", ttl=30.0)

@@ -93,7 +93,7 @@ async def test_a_lock_held_elsewhere_answers_409(
     caplog.set_level(logging.INFO, logger="examples.fastapi_app")
     ledger = Ledger()
     app = create_app(redis_nodes.urls, timeout=1.0, ledger=ledger)
-    async with serve(app) as http, Redlock(redis_nodes.urls) as elsewhere:
+    async with serve(app) as http, Redlock(redis_nodes.urls, prefix="redlock:web:") as elsewhere:
         # Connected first: the 409 below is the lock's doing, not a slow connect.
         assert (await http.post("/orders/4/charge")).status_code == 200
         other = elsewhere.lock("orders:3", ttl=30.0)

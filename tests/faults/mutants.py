@@ -309,7 +309,7 @@ def _per_redlock_restart_rule() -> None:
     # but finds no suspect: a process started after the restart never saw the
     # old server, and one with a short ttl lets the node back early, while
     # another process's long grant it forgot is still valid.
-    _set(_epochs, "lost_until", lambda epoch, fields: 0.0)
+    _set(_epochs, "lost_until", lambda epoch, position, fields: 0.0)
     _set(
         _restarts,
         "restart_span",

@@ -5,11 +5,10 @@ lands only after a newcomer's censuses have read that node. The censuses
 then see no record of G's view anywhere, Y is not suspect, and the newcomer
 is granted on Y and a third node while G, counting Y's earlier yes and the
 late one, holds the same name. Each census sent once another had finished
-now leaves the epochs that one heard on the nodes as a notice
-(``lua/census.lua``), and a grant whose view is older than a notice - it
-holds an epoch the census no longer heard and lacks one it heard - is
-refused wherever it lands later (``epoch_noticed``, ``lua/_epoch.lua``;
-docs/guarantees.md).
+now leaves the epochs that one heard on the nodes as notices, one per
+position (``lua/census.lua``), and a grant whose view names, at some
+position, an epoch older than the notice's there is refused wherever it
+lands later (``epoch_refused``, ``lua/_epoch.lua``; docs/guarantees.md).
 
 The schedules are made exact with the fault proxy, each process on routes
 of its own: G's path to B is cut (B never runs G's script, so no record of
@@ -75,17 +74,16 @@ async def test_a_grant_written_late_after_another_node_lost_it_is_refused(
 async def test_a_node_that_lost_its_data_twice_leaves_no_notice_in_the_way(
     redis_nodes: RedisNodes, routed: MakeRouted
 ) -> None:
-    # Every notice refuses views older than it for up to 1.5 x max(ttl, 2 s).
-    # B loses its data twice in a row: the notice that heard its second epoch
-    # would refuse every view with its third. A census that heard every node
-    # drops the notices written before it was sent, so a newcomer is granted
-    # at once, with all three votes. (Nothing is granted before: no record
+    # B loses its data twice in a row: a notice naming its second epoch must
+    # not refuse views with its third (issue 40: a notice names dead only the
+    # epochs older than its own, so nothing needs dropping), and a newcomer
+    # is granted at once, with all three votes. (Nothing is granted before: no record
     # keeps B out.)
     a, b, _ = redis_nodes
     for round_ in range(3):
         if round_:
-            # Drops are conservative by a census's round trip: a notice
-            # written a moment before the loss would stay (for its window).
+            # Each loss gives B an epoch made later on its clock: the notice
+            # naming the one before refuses only views older than that.
             await asyncio.sleep(0.2)
             b.client().flushall()
         newcomer = routed(redis_nodes.route(), 0.25)
@@ -102,10 +100,11 @@ async def test_a_node_that_lost_its_data_twice_leaves_no_notice_in_the_way(
     assert isinstance(epochs, Epochs)
     ids = epochs.ids
     assert all(ids)
-    heard = b"," + b",".join(sorted(i for i in ids if i)) + b","
-    for node in (a, b):  # the last complete census's: older ones dropped
+    # A notice is one field per position, naming its newest epoch: every
+    # older one there is dead (issue 40: no cutoff, no window to outlive).
+    for node in (a, b):
         kept = node.client().hgetall("redlock:~epoch~notices")
-        assert list(kept) == [heard], kept
+        assert kept == {b"n3.%d" % (i + 1): epoch for i, epoch in enumerate(ids)}, kept
 
 
 async def test_a_process_with_an_old_view_is_granted_after_anothers_census(
@@ -133,15 +132,13 @@ async def test_a_process_with_an_old_view_is_granted_after_anothers_census(
 async def test_a_notice_from_before_a_loss_does_not_keep_out_views_after_it(
     redis_nodes: RedisNodes, routed: MakeRouted
 ) -> None:
-    # P0's census left its notice {a, b, c}. C goes down and B loses its data:
-    # a newcomer's view {a, b'} is incomparable with that notice, and A would
-    # refuse it for 1.5 x max(ttl, 2 s). Its census did not hear every node,
-    # but it heard B's epoch made after P0's notice: that notice goes.
+    # P0's census left its notices (a, b, c by position). C goes down and B
+    # loses its data: a newcomer's view (a, b', -) names b', newer than P0's
+    # notice for B, and nothing at C: nothing refuses it.
     a, b, c = redis_nodes
     p0 = routed(redis_nodes.route(), 0.25)
     await p0._core.epochs.first(5.0)
-    assert len(a.client().hgetall("redlock:~epoch~notices")) == 1
-    await asyncio.sleep(0.2)  # drops are conservative by a round trip (above)
+    assert len(a.client().hgetall("redlock:~epoch~notices")) == 3  # one per position
     c.kill()
     b.client().flushall()
     p1 = routed(redis_nodes.route(), 0.25)
@@ -150,7 +147,7 @@ async def test_a_notice_from_before_a_loss_does_not_keep_out_views_after_it(
     assert await lock.acquire(blocking=False), lock.errors  # on A and B
     await lock.release()
     kept = a.client().hgetall("redlock:~epoch~notices")
-    assert len(kept) == 1, kept  # P0's is gone; P1's names A's epoch and B's new one
-    a_epoch = a.client().hget("redlock:~epoch", "id")
-    assert isinstance(a_epoch, bytes)
-    assert b"," + a_epoch + b"," in next(iter(kept))
+    # P0's notice for B named b, older than b': P1's census replaced it. C's stays
+    # (P1 did not hear C), and refuses nothing: C kept its epoch.
+    assert kept[b"n3.2"] == b.client().hget("redlock:~epoch", "id"), kept
+    assert kept[b"n3.1"] == a.client().hget("redlock:~epoch", "id"), kept

@@ -165,12 +165,28 @@ def _waits(events: Sequence[Event]) -> Verdict:
     )
 
 
+def _protected(events: Sequence[Event]) -> list[Event]:
+    """The history without the grants a node evicted (``faults.py``: evict):
+    a node that may evict is outside the model - the docs require
+    noeviction, and the census flags it - so their safety is not claimed.
+    Whatever else happened, with those grants on the same names, is judged."""
+    evicted = [e.detail for e in events if e.kind == "evicted"]
+    if not evicted:
+        return list(events)
+    held = " ".join(evicted)
+    return [e for e in events if not e.token or e.token not in held]
+
+
+def _safe(check: Checker) -> Checker:
+    return lambda events: check(_protected(events))
+
+
 CHECKERS: dict[str, Checker] = {
-    "mutual_exclusion": lambda events: mutual_exclusion(events, ("acquire",)),
-    "rw_exclusion": rw_exclusion,
-    "semaphore_limit": lambda events: semaphore_limit(events, LIMIT),
-    "fencing_order": fencing_order,
-    "no_lost_updates": no_lost_updates,
+    "mutual_exclusion": _safe(lambda events: mutual_exclusion(events, ("acquire",))),
+    "rw_exclusion": _safe(rw_exclusion),
+    "semaphore_limit": _safe(lambda events: semaphore_limit(events, LIMIT)),
+    "fencing_order": _safe(fencing_order),
+    "no_lost_updates": _safe(no_lost_updates),
     "no_keys_left": no_keys_left,
     "holder_told": lambda events: holder_told(events, bound=LONGEST_TTL + 0.3),
     "cancel_safety": cancel_safety,
@@ -181,17 +197,17 @@ CHECKERS: dict[str, Checker] = {
     "no_stray_tasks": _no_stray_tasks,
     "writer_starvation": writer_starvation,
     "claims_within_keys": claims_within_keys,
-}
-"""The checkers the code as it stands is expected to pass."""
-
-PENDING_CHECKERS: dict[str, Checker] = {
+    # The restart rule's liveness (liveness.py; issue 40):
     "never_kept_out": lambda events: never_kept_out(events, ttl=LONGEST_TTL),
     "held_lock_kept": held_lock_kept,
     "free_name_granted": lambda events: free_name_granted(
         _waiters(events), retry=RETRY, ttl=LONGEST_TTL
     ),
 }
-"""The restart rule's liveness, awaiting its next version (issue 40)."""
+"""The checkers the code as it stands is expected to pass."""
+
+PENDING_CHECKERS: dict[str, Checker] = {}
+"""Checkers awaiting a fix (``run --pending`` adds them): none since issue 40."""
 
 
 def judge(events: Sequence[Event], *, pending: bool = False) -> list[Verdict]:

@@ -123,25 +123,25 @@ class FaultLog:
         return Intervals(spans)
 
     def lost(self, node: int, ttl: float) -> Intervals:
-        """When ``node`` may be kept out for data it lost: until every live process
-        noticed (reached it again), the brief hold, and every record written with
-        its old epoch expired (1.25 x max(ttl, 2 s) after the last)."""
+        """When ``node`` may be kept out for data it lost or, restarted, may have
+        lost: until every live process noticed (reached it again), the brief
+        hold, and every record written with its old epoch expired (1.25 x
+        max(ttl, 2 s) after the last)."""
         workers = self.workers()
         spans: list[Span] = []
         for fault in self.faults:
             kind = KINDS.get(fault.kind)
             if kind is None or node not in fault.nodes:
                 continue
-            if kind.loses_data:
+            if kind.loses_data or kind.restarts:
+                # A server back with its data is no different to a client: it
+                # cannot tell what a restart from disk missed (docs/guarantees.md).
                 noticed = fault.end
                 for worker in workers:
                     cut = self.disturbed(worker, node).within(fault.end, fault.end)
                     noticed = max(noticed, max((b for _, b in cut), default=fault.end))
                 until = noticed + MIN_QUARANTINE + 1.25 * max(ttl, 2.0)
                 spans.append((fault.start, until + settle(fault.end - fault.start)))
-            elif kind.restarts:  # back with its data: the brief hold only
-                spans.append((fault.start, fault.end + settle(fault.end - fault.start)
-                              + MIN_QUARANTINE))  # fmt: skip
         return Intervals(spans)
 
     def workers(self) -> list[int]:

@@ -89,8 +89,7 @@ def _restart_no_epoch_check() -> None:
     # its data (a FLUSHALL: the same run_id, so no restart watch sees it)
     # never answers STALE, no census runs, and its yes counts at once while
     # the grants it forgot are still valid elsewhere.
-    _edit_views(("    if not string.find(view, ',' .. id .. ',', 1, true) then\n"
-                 "        return false\n    end\n", ""))  # fmt: skip
+    _edit_views(("not string.find(view, ',' .. id .. ',', 1, true) or ", ""))
 
 
 def _restart_record_never_raised() -> None:

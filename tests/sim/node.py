@@ -32,7 +32,7 @@ from collections.abc import Callable, Hashable
 from typing import Literal
 
 from .commands import COMMANDS, Spec, resolve
-from .keyspace import Entry, Journal, Keyspace, Saved
+from .keyspace import Entry, Journal, Keyspace, Saved, ZSet
 from .lua import lua
 from .pubsub import PubSub
 from .replies import Error, NotModelled, Push, Reply
@@ -113,6 +113,8 @@ class SimNode:
             raise ValueError(f"unknown quirks: {sorted(unknown)}")
         self._clock = clock
         self.rng = random.Random(seed)
+        # What INFO memory reports (a node configured to evict: ``evict``).
+        self.maxmemory, self.maxmemory_policy = 0, "noeviction"
         self.run_id = run_id or self._random_id()
         self.replid = replid or self._random_id()
         self.started = clock() if started is None else started
@@ -287,11 +289,15 @@ class SimNode:
         self.pubsub.clear()
         return undone
 
-    def evict(self, policy: str = "volatile-ttl", count: int = 1) -> list[bytes]:
+    def evict(self, policy: str = "volatile-ttl", count: int = 1) -> list[tuple[bytes, bytes]]:
         """Evict up to ``count`` keys as maxmemory ``policy`` would pick them
         (volatile-ttl: the soonest to expire; volatile-*/allkeys-* lru, lfu,
         random: at random from the node's seed, as no access times are kept).
-        Returns the keys evicted, of any database."""
+        The node reports that policy from now on (INFO memory: the census
+        flags it). Returns each key evicted, of any database, with what it
+        held (a string's value; a hash's fields and values; a sorted set's
+        members), space-separated."""
+        self.maxmemory, self.maxmemory_policy = 1 << 30, policy
         now = self.clock()
         volatile = policy.startswith("volatile-")
         found: list[tuple[int, bytes, Keyspace]] = []
@@ -306,11 +312,12 @@ class SimNode:
             chosen = self.rng.sample(found, min(count, len(found)))
         else:
             raise ValueError(f"unknown eviction policy {policy!r}")
+        evicted = [(key, _held(db.data[key])) for _, key, db in chosen]
         for _, key, db in chosen:
             db.delete(key)
         if self.journal is not None:
             self.journal.close()
-        return [key for _, key, _ in chosen]
+        return evicted
 
     # For comparisons --------------------------------------------------------
 
@@ -330,3 +337,14 @@ class SimNode:
     def rollback(self, state: list[Saved]) -> None:
         for db, saved in zip(self.dbs, state, strict=True):
             db.restore_all(saved)
+
+
+def _held(value: object) -> bytes:
+    """What a key held, as text to search for tokens (``SimNode.evict``)."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, dict):
+        return b" ".join(part for item in value.items() for part in item)
+    if isinstance(value, ZSet):
+        return b" ".join(value.scores)
+    return b""

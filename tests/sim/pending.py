@@ -15,10 +15,6 @@ from .judge import PENDING_CHECKERS
 __all__ = ["KNOWN", "PENDING", "SCHEDULES"]
 
 SCHEDULES: dict[str, str] = {
-    "unheard-at-start-made-suspect": "a node unheard at one process's start made suspect later",
-    "missing-different-nodes": "two processes missing different nodes refusing each other",
-    "held-lock-lost-that-way": "a held lock lost that way",
-    "eviction-two-holders": "eviction giving two holders",
     # Found by the simulation (seed 7, 2026-11-29), not in issue 40's list:
     # a taker's copy renewing after its hand-over is refused by a quorum in
     # which a node lost its data (restart-aof-prefix) and releases its token

@@ -97,7 +97,7 @@ def kinds_for(pending: bool) -> tuple[str, ...]:
 
 def run_seed(seed: int, *, pending: bool = False, minutes: float = 2.0) -> SeedResult:
     """Simulate and judge one seed (in this process, with whatever bug is planted here)."""
-    outcome = simulate(seed, kinds_for(pending), observe=pending, minutes=minutes)
+    outcome = simulate(seed, kinds_for(pending), observe=True, minutes=minutes)
     events = outcome.events
     result = SeedResult(seed, outcome.grants, outcome.faults, outcome.simulated,
                         history_hash(events))  # fmt: skip

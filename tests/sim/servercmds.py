@@ -89,9 +89,9 @@ def flushall(node: SimNode, session: Session, args: list[bytes], now: int) -> Re
 
 # INFO -----------------------------------------------------------------------
 
-_SECTIONS = frozenset({"server", "replication"})
+_SECTIONS = frozenset({"server", "replication", "memory"})
 _UNMODELLED = frozenset(
-    {"clients", "memory", "persistence", "stats", "cpu", "modules", "commandstats"}
+    {"clients", "persistence", "stats", "cpu", "modules", "commandstats"}
     | {"errorstats", "latencystats", "cluster", "keyspace", "all", "everything", "default"}
 )
 
@@ -107,6 +107,8 @@ def info(node: SimNode, session: Session, args: list[bytes], now: int) -> Reply:
         texts.append(_server_section(node, now))
     if "replication" in words:
         texts.append(_replication_section(node))
+    if "memory" in words:
+        texts.append(_memory_section(node))
     return "\r\n".join(texts).encode()
 
 
@@ -156,6 +158,11 @@ def _replication_section(node: SimNode) -> str:
         ("repl_backlog_histlen", "0"),
     ]
     return "# Replication\r\n" + "".join(f"{k}:{v}\r\n" for k, v in fields)
+
+
+def _memory_section(node: SimNode) -> str:
+    # Only what the census reads (lua/census.lua: may the node evict?).
+    return f"# Memory\r\nmaxmemory:{node.maxmemory}\r\nmaxmemory_policy:{node.maxmemory_policy}\r\n"
 
 
 # Scripts --------------------------------------------------------------------

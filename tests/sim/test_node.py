@@ -7,6 +7,8 @@ change to one is seen here first, named.
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 
 from redlock_async._core._scripts import ACQUIRE, ALL_SCRIPTS, EXTEND, RELEASE, STATUS
@@ -252,7 +254,8 @@ def test_an_exclusive_grant_on_the_node(node: SimNode, time: Time) -> None:
     assert run(node, "EVAL", RELEASE.source, 1, "redlock:{a}", "t2") == 0
     assert run(node, "EVAL", RELEASE.source, 1, "redlock:{a}", "t1") == 1
     census = run(node, "EVAL", CENSUS.source, 1, "redlock:~epoch")
-    assert census == [epoch, T0 + 500, 500, record.split(b"~epoch:")[1], 2000]
+    # The epoch, the eviction policy ('' for none), no notices, one live record.
+    assert census == [epoch, b"", 0, record.split(b"~epoch:")[1], 2000]
 
 
 # Faults --------------------------------------------------------------------------
@@ -292,8 +295,10 @@ def test_eviction_and_flushall(node: SimNode) -> None:
     run(node, "SET", "later", "v", "PX", 500)
     run(node, "SET", "soon", "v", "PX", 100)
     run(node, "SET", "kept", "v")
-    assert node.evict("volatile-ttl") == [b"soon"]
-    assert node.evict("volatile-random", count=5) == [b"later"]
+    assert b"maxmemory_policy:noeviction" in cast(bytes, run(node, "INFO", "memory"))
+    assert node.evict("volatile-ttl") == [(b"soon", b"v")]
+    assert b"maxmemory_policy:volatile-ttl" in cast(bytes, run(node, "INFO", "memory"))
+    assert node.evict("volatile-random", count=5) == [(b"later", b"v")]
     assert node.evict("volatile-lru") == []
     assert sorted(node.snapshot()) == [b"kept"]
     node.flushall()
