@@ -50,7 +50,7 @@ class Resend:
     new connection, until ``until``; its outcome is only logged.
     """
 
-    __slots__ = ("backoff", "command", "group", "handle", "index", "node", "until")
+    __slots__ = ("backoff", "command", "group", "handle", "index", "node", "span", "until")
 
     def __init__(
         self, group: Resending, node: Node, index: int, command: Command, until: float
@@ -60,6 +60,9 @@ class Resend:
         self.index = index
         self.command = command
         self.until = until
+        # How long a key it cleans up may outlive the command it follows,
+        # counted again from each resend the node could not even be sent.
+        self.span = max(until - group.clock(), 0.0)
         self.backoff = Backoff(RESEND_FIRST, RESEND_MAX)
         self.handle: asyncio.TimerHandle | None = None
 
@@ -87,8 +90,13 @@ class Resend:
 
     def settle(self, index: int, reply: Reply) -> None:
         # Once resending, a resend that could not even be written (the node
-        # still down) does not end the chain: the original may still run.
+        # still down, or silent behind a backlog) does not end the chain: the
+        # original may still run, and its key then lives a ttl from then, so
+        # the chain's end moves with it (past the next try, at most
+        # RESEND_MAX away).
         if failed_with_connection(reply):
+            if isinstance(reply, Unsent):
+                self.until = max(self.until, self.group.clock() + self.span + RESEND_MAX)
             self.schedule()
         else:
             _log.debug("redlock_async: %s resent to %s: %r", self.command, self.node.name, reply)

@@ -19,6 +19,12 @@ view on every node, and a census that stops early would find it anyway:
   restart for a watch to see) 2.8 s after the grant, past a quarter of the
   view's record a grant must leave; or restarted, at once, from an
   append-only file that lacks the writes since the grant (its epoch kept);
+- a process started after the loss (``fresh0``), with the same slow paths,
+  asks for ``restart-probe`` for half a second: its censuses are all it
+  knows, and only nodes ``1 .. quorum-1``, which answer them last, hold the
+  record that makes node 0 suspect (``restart-census-stops-early``: e1's own
+  attempts after the loss leave a record naming node 0's old epoch on the
+  fast nodes too);
 - ``e1`` asks for ``restart-probe`` for 3 s, past a restart's 2 s hold. Only
   the restart rule keeps node 0's yes from counting with the free nodes':
   a second holder otherwise (``mutual_exclusion``).
@@ -50,8 +56,9 @@ if TYPE_CHECKING:
 
 __all__ = ["EPISODES_TIME", "KINDS", "LONGEST_TTL", "restart_episodes"]
 
-PROBE_TTL = 6.0
-"""``e0``'s grant: valid past ``e1``'s last try after a restart's hold."""
+PROBE_TTL = 7.0
+"""``e0``'s grant: valid past ``e1``'s last try after a restart's hold (and
+the fresh process's half second before it)."""
 
 KINDS = ("flushall", "restart-aof-prefix")
 """The losses played: a restart empty is the nemesis's most common one already."""
@@ -118,17 +125,27 @@ async def _played(dep: Deployment, number: int, kind: str) -> None:
         if copies_gone:  # else no loss is inside the model now
             _lose(dep, kind, lock_key("redlock:", name))
             await asyncio.sleep(0.2)
+            # First a process started after the loss: its first censuses
+            # are all it knows of the nodes (no attempt of its own with an
+            # old view has left a record on the fast nodes yet).
+            fresh = dep.sim.spawn()
+            for slow in names[1:quorum]:
+                dep.sim.net.path(fresh.name, slow).latency = 0.015
+            await _ask(dep, fresh, name, f"fresh{number}", within=0.5)
+            await fresh.spawn(fresh.redlock.aclose())
             await _ask(dep, asker, name, f"e{2 * number + 1}")
         record_holder("release", "acquire", key=name, token=token)
     await _close(asker, holder, held)
 
 
-async def _ask(dep: Deployment, asker: SimProcess, name: str, called: str) -> None:
-    """``asker`` tries for ``name`` for 3 s; granted, holds it half a second."""
+async def _ask(
+    dep: Deployment, asker: SimProcess, name: str, called: str, within: float = 3.0
+) -> None:
+    """``asker`` tries for ``name`` for ``within`` s; granted, holds it half a second."""
     loop = dep.sim.loop
     record = dep.recorder.for_process(called)
     other = asker.context.run(asker.redlock.lock, name, ttl=4.0, auto_extend=False)
-    if await asker.spawn(other.acquire(timeout=3.0)):
+    if await asker.spawn(other.acquire(timeout=within)):
         until = loop.time() + other.valid_for
         record("ok", "acquire", key=name, token=other.token or "", valid_until=until)
         await asyncio.sleep(0.5)

@@ -165,20 +165,25 @@ def _waits(events: Sequence[Event]) -> Verdict:
     )
 
 
-def _protected(events: Sequence[Event]) -> list[Event]:
+def _protected(events: Sequence[Event], *, names: bool = False) -> list[Event]:
     """The history without the grants a node evicted (``faults.py``: evict):
     a node that may evict is outside the model - the docs require
     noeviction, and the census flags it - so their safety is not claimed.
-    Whatever else happened, with those grants on the same names, is judged."""
-    evicted = [e.detail for e in events if e.kind == "evicted"]
+    Whatever else happened, with those grants on the same names, is judged;
+    with ``names``, nothing on those names is (a counter incremented under
+    an evicted grant and under the next holder's has no count to check)."""
+    evicted = " ".join(e.detail for e in events if e.kind == "evicted")
     if not evicted:
         return list(events)
-    held = " ".join(evicted)
-    return [e for e in events if not e.token or e.token not in held]
+    gone = {e.token for e in events if e.token and e.token in evicted}
+    if names:
+        keys = {e.key for e in events if e.token in gone}
+        return [e for e in events if e.key not in keys]
+    return [e for e in events if e.token not in gone]
 
 
-def _safe(check: Checker) -> Checker:
-    return lambda events: check(_protected(events))
+def _safe(check: Checker, *, names: bool = False) -> Checker:
+    return lambda events: check(_protected(events, names=names))
 
 
 CHECKERS: dict[str, Checker] = {
@@ -186,7 +191,7 @@ CHECKERS: dict[str, Checker] = {
     "rw_exclusion": _safe(rw_exclusion),
     "semaphore_limit": _safe(lambda events: semaphore_limit(events, LIMIT)),
     "fencing_order": _safe(fencing_order),
-    "no_lost_updates": _safe(no_lost_updates),
+    "no_lost_updates": _safe(no_lost_updates, names=True),
     "no_keys_left": no_keys_left,
     "holder_told": lambda events: holder_told(events, bound=LONGEST_TTL + 0.3),
     "cancel_safety": cancel_safety,

@@ -136,10 +136,13 @@ class FaultLog:
             if kind.loses_data or kind.restarts:
                 # A server back with its data is no different to a client: it
                 # cannot tell what a restart from disk missed (docs/guarantees.md).
+                # A process cut off from the node when it came back writes
+                # records with its old epoch until it reaches it again.
                 noticed = fault.end
                 for worker in workers:
-                    cut = self.disturbed(worker, node).within(fault.end, fault.end)
-                    noticed = max(noticed, max((b for _, b in cut), default=fault.end))
+                    for a, b in self.disturbed(worker, node).spans:
+                        if a <= fault.end <= b:
+                            noticed = max(noticed, b)
                 until = noticed + MIN_QUARANTINE + 1.25 * max(ttl, 2.0)
                 spans.append((fault.start, until + settle(fault.end - fault.start)))
         return Intervals(spans)

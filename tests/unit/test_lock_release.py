@@ -96,6 +96,25 @@ def test_a_release_never_written_is_resent_where_its_acquire_ran() -> None:
     assert resent == [(0.05, "n1"), (0.15, "n1")]
 
 
+def test_a_release_never_written_is_resent_for_as_long_as_the_node_stays_silent() -> None:
+    # n1 ran the acquire, then went silent behind a backlog longer than the
+    # ttl (the simulation's seed 50909: 11 s behind a slow node with ttl 10):
+    # the acquire may run when it catches up, and its key live a ttl from
+    # then. Resends stopped a ttl after the release left that key for a ttl.
+    c = Cluster()
+    lock = held(c, [1, unsent(DOWN), 1], ttl=1.0)
+
+    async def main() -> None:
+        assert await lock.acquire()
+        await lock.release()
+        await asyncio.sleep(3.0)
+
+    start = c.clock()
+    run(main(), c.clock)
+    resent = [round(sent.at - start, 2) for _, sent in c.sent(RELEASE.name)[3:]]
+    assert resent[-1] > 2.0, resent  # still resending, two ttls on
+
+
 def test_a_release_never_written_is_not_resent_where_its_acquire_never_was() -> None:
     # n1 was down (or silent) for both: nothing of this grant is there, and a
     # node out for long must not collect a resend chain per release.
