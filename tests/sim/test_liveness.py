@@ -78,7 +78,19 @@ def test_a_loss_of_data_excuses_it_while_its_grants_may_be_valid() -> None:
     assert not verdict.ok
 
 
-def test_a_restart_that_lost_nothing_costs_the_brief_hold_only() -> None:
+def test_a_loss_noticed_late_by_another_process_excuses_it_until_its_records_expire() -> None:
+    # w1, cut off from node 1 when it lost its data, grants with node 1's old
+    # epoch in its view until the partition heals at 12 s: its records keep
+    # node 1 suspect for 1.25 x max(ttl, 2 s) after that.
+    events = [*cluster(), *busy_w0(), *fault("restart-node-empty", 4.9, 4.9, "1,"),
+              Event(0.0, "w1", "hold", "lock", key="y", token="t1", value=1000),
+              *fault("partition", 3.0, 12.0, "1,", "1,", ident=2)]  # fmt: skip
+    assert never_kept_out([*events, *kept_out("w0", 1, 5.0, 16.0)], ttl=TTL).ok
+    assert not never_kept_out([*events, *kept_out("w0", 1, 5.0, 30.0)], ttl=TTL).ok
+
+
+def test_a_restart_with_its_data_costs_what_a_loss_does() -> None:
+    # The client cannot tell what a restart from disk kept (docs/guarantees.md).
     events = [*cluster(), *busy_w0(), *fault("restart-node-whole", 4.9, 5.5, "1,")]
     assert never_kept_out([*events, *kept_out("w0", 1, 5.0, 8.0)], ttl=TTL).ok
     assert not never_kept_out([*events, *kept_out("w0", 1, 5.0, 20.0)], ttl=TTL).ok
