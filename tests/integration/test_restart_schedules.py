@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
 import pytest
 
@@ -70,10 +69,9 @@ async def test_a_node_unheard_at_one_process_start_is_not_suspect_for_others(
     redis_nodes[1].kill()  # B down for everyone
     q = routed(redis_nodes.route(), 0.25)
     job = q.lock("job", ttl=2.0, auto_extend=False)
-    started = time.monotonic()
+    # Within two retry delays, the censuses included (acquire's own deadline).
     granted = await job.acquire(timeout=TWO_RETRIES)
     assert granted, [str(error) for error in job.errors.values()]
-    assert time.monotonic() - started < TWO_RETRIES + 0.6  # the censuses included
     await job.release()
 
 
@@ -99,10 +97,8 @@ async def test_processes_missing_different_nodes_do_not_refuse_each_other(
     for round_ in range(3):
         for i, q in enumerate(newcomers):
             free = q.lock(f"free-{i}-{round_}", ttl=ttl, auto_extend=False)
-            started = time.monotonic()
             granted = await free.acquire(timeout=TWO_RETRIES)
             assert granted, [str(error) for error in free.errors.values()]
-            assert time.monotonic() - started < TWO_RETRIES + 0.6
             await free.release()
         await asyncio.sleep(ttl)  # H rewrites its record: the notices are checked
         assert not held.lost, [str(error) for error in held.errors.values()]
