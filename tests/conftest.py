@@ -31,7 +31,6 @@ import redis.asyncio
 
 from redlock_async import Redlock
 from redlock_async._base._observe import reset_limits
-from redlock_async._engine import _epochs
 from redlock_async.testing import ProxyListener, RedisNode, RedisNodes
 
 from ._loops import LOOPS, LoopFactory
@@ -133,8 +132,7 @@ def _rotation_of(found: list[tuple[tuple[str, str], pytest.Item]]) -> list[tuple
 def _fresh_warning_limits() -> None:
     """The library rate-limits its warnings per process (docs/observability.md): each
     test starts as a fresh process would, whatever the tests before it logged."""
-    reset_limits()
-    _epochs._warned.clear()  # the nodes flagged once per process (eviction, another order)
+    reset_limits()  # the nodes flagged once per process (eviction, another order) too
 
 
 @pytest.fixture(params=["resp", "redis-py"])

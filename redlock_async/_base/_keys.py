@@ -10,13 +10,30 @@ are percent-encoded (``{`` -> ``%7B``, ``}`` -> ``%7D``, ``%`` -> ``%25``), so
 the tag is always exactly the (encoded) name, never empty and never cut short
 by a brace the user wrote. The encoding is injective: two names never share a
 key. The prefix may not contain braces, for the same reason.
+
+The restart rule's epoch hash is spelled here too: one per prefix, or one per
+hash slot beside a Redis Cluster (:func:`slot_epoch_key`, with the slot math).
 """
 
 from __future__ import annotations
 
+import functools
+from binascii import crc_hqx
+
 from ._errors import ConfigurationError
 
-__all__ = ["KeyLayout", "check_name", "check_prefix", "epoch_key", "lock_key", "wake_channel"]
+__all__ = [
+    "SLOTS",
+    "KeyLayout",
+    "check_name",
+    "check_prefix",
+    "epoch_key",
+    "key_slot",
+    "lock_key",
+    "slot_epoch_key",
+    "slot_tag",
+    "wake_channel",
+]
 
 _ESCAPES = str.maketrans({"%": "%25", "{": "%7B", "}": "%7D"})
 
@@ -71,6 +88,46 @@ def epoch_key(prefix: str) -> bytes:
     with no expiry (``lua/_epoch.lua``, which spells it from a lock key's
     prefix: the two must agree)."""
     return f"{prefix}~epoch".encode()
+
+
+SLOTS = 16384  # Redis Cluster's hash slots
+
+
+def key_slot(key: bytes) -> int:
+    """The Redis Cluster hash slot of ``key`` (its hash tag's, when it has one)."""
+    start = key.find(b"{")
+    if start > -1:
+        end = key.find(b"}", start + 1)
+        if end > start + 1:
+            key = key[start + 1 : end]
+    return crc_hqx(key, 0) % SLOTS
+
+
+@functools.cache
+def _tags() -> tuple[bytes, ...]:
+    # The first hexadecimal number hashing to each slot: fixed, so every
+    # client spells a slot's epoch key alike. About 315,000 CRCs, once: 70 ms.
+    tags: list[bytes | None] = [None] * SLOTS
+    left, number = SLOTS, 0
+    while left:
+        tag = b"%x" % number
+        slot = crc_hqx(tag, 0) % SLOTS
+        if tags[slot] is None:
+            tags[slot] = tag
+            left -= 1
+        number += 1
+    return tuple(tag for tag in tags if tag is not None)
+
+
+def slot_tag(slot: int) -> bytes:
+    """A hash tag of slot ``slot``: the shortest-first hexadecimal number hashing to it."""
+    return _tags()[slot]
+
+
+def slot_epoch_key(key: bytes, slot: int) -> bytes:
+    """Slot ``slot``'s epoch hash, for the epoch key ``key`` (``<prefix>~epoch``),
+    where a Redis Cluster is among the nodes (``_engine/_slots.py``)."""
+    return key + b"{" + slot_tag(slot) + b"}"
 
 
 class KeyLayout:

@@ -14,7 +14,8 @@ Every record carries ``extra`` fields a JSON formatter picks up:
 ``redlock_elapsed`` (seconds), where they apply. (Not ``name``: that is the
 logger's own attribute on a LogRecord.) WARNING records are rate-limited per
 event and lock or node: at most one per ``RATE`` seconds, the next saying
-how many were held back, so a dead node cannot flood the logs.
+how many were held back, so a dead node cannot flood the logs. A node's setup
+flagged by a census (eviction, another node list) is logged once per process.
 
 With ``opentelemetry-api`` installed (extra ``otel``), each ``Redlock``
 reports to the global providers under the name ``redlock_async``: see
@@ -41,6 +42,7 @@ __all__ = [
     "reset_limits",
     "telemetry",
     "warn",
+    "warn_once",
 ]
 
 LOCK: Final = logging.getLogger("redlock_async.lock")
@@ -81,11 +83,13 @@ class _Limiter:
 
 
 _LIMITER = _Limiter()
+_ONCE: set[str] = set()  # what warn_once has logged
 
 
 def reset_limits() -> None:
     """Forget every rate limit (for tests: each starts as a fresh process would)."""
     _LIMITER._seen.clear()
+    _ONCE.clear()
 
 
 def _extra(fields: Mapping[str, object]) -> dict[str, object]:
@@ -103,6 +107,13 @@ def warn(logger: logging.Logger, event: str, subject: str, message: str, **field
     if held_back:
         message += f" ({held_back} more like it in the last {RATE:.0f} s not logged)"
     logger.warning("redlock_async: %s", message, extra=_extra(fields))
+
+
+def warn_once(key: str, message: str, *args: object) -> None:
+    """A WARNING on ``NODE`` the first time this process is told of ``key``."""
+    if key not in _ONCE:
+        _ONCE.add(key)
+        NODE.warning(message, *args)
 
 
 def debug(logger: logging.Logger, message: str, **fields: object) -> None:

@@ -36,9 +36,9 @@ from ._node import (
     Unsent,
     stall_limit,
 )
-from ._restarts import TtlLedger
 from ._settled import Settled, settled
 from ._tally import Tally, is_yes, quorum_of, vote_limit, when_done
+from ._ttls import TtlLedger
 from ._wake import Subscription, Waiting, WakeHub
 from ._wording import ANSWERS, VOTES, tally_text
 

@@ -21,7 +21,8 @@ from .._base._config import RedlockConfig
 from .._base._errors import ConfigurationError
 from .._base._options import CONNECTION_CLASSES
 from ._node import Node
-from ._restarts import Restarts, TtlLedger
+from ._restarts import Restarts
+from ._ttls import TtlLedger
 from .redispy import RedisPyNode
 from .redispy._kinds import is_cluster, is_plain, sentinel_pools, ssl_connections
 from .resp import RespNode

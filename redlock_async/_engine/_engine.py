@@ -25,10 +25,10 @@ from ._drain import drain
 from ._epochs import Epochs
 from ._node import Command, Node, Unsent
 from ._quorum import Quorum
-from ._restarts import TtlLedger
 from ._settled import Settled
 from ._slots import SlotEpochs
 from ._tally import Tally, quorum_of
+from ._ttls import TtlLedger
 from ._wake import WakeHub
 
 __all__ = ["Engine", "TokenPool"]
@@ -113,7 +113,7 @@ class Engine:
         # aclose() has begun: no new attempt starts, while what is in flight
         # settles and is cleaned up (cleanups still go out until closed).
         self.closing = False
-        self.ttls = ttls or TtlLedger()  # the longest ttl granted: quarantine length
+        self.ttls = ttls or TtlLedger()  # the longest ttl granted (_ttls.py)
         # Metrics and spans when opentelemetry-api is installed (None: off).
         self._telemetry = telemetry(config.telemetry, config.telemetry_lock_names, clock)
         self._quorum.on_error = self._node_failed

@@ -2,11 +2,8 @@
 
 The model, the rule and its proof: docs/guarantees.md, "Restarted nodes";
 the scripts: ``lua/_epoch.lua``, ``lua/census.lua``. Here, one Redlock's
-part (or one hash slot's, ``_slots.py``): its *view* (each node's epoch by
-position, ``-`` where not confirmed; a node whose epoch is not in it answers
-STALE), the *censuses* that confirm epochs (two in a row must hear one; the
-second leaves what the first heard as notices), and who is *suspect*: a node
-where a live record names another epoch at its position (``lost_until``).
+part (or one hash slot's, ``_slots.py``): its *view* of the nodes' epochs,
+the *censuses* that confirm them, and who is *suspect* (``lost_until``).
 """
 
 from __future__ import annotations
@@ -18,7 +15,8 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from .._base._errors import NodeError
-from ._held import Held
+from .._base._observe import warn_once
+from ._held import SUSPECT, Held
 from ._node import CENSUS, Command, Reply
 
 if TYPE_CHECKING:
@@ -28,7 +26,6 @@ if TYPE_CHECKING:
 __all__ = ["Epochs", "born", "lost_until"]
 
 _log = logging.getLogger("redlock_async.node")
-_warned: set[str] = set()  # nodes flagged once per process (eviction, a foreign node list)
 
 _SLACK = 0.002  # records' ends are whole ms, each node's clock read once a script
 UNHEARD = b"-"
@@ -50,8 +47,7 @@ def lost_until(epoch: bytes, position: int, fields: list[Field]) -> float:
     """Until when (loop time) the node at ``position``, now of ``epoch``, may
     have lost grants still valid: the latest end of a record naming another
     epoch there (0: none); one of another list counts when it lacks ``epoch``.
-    Looked up at call time: the fault suite's mutant ``per-redlock-restart-rule``
-    swaps it for one that finds nothing."""
+    Looked up at call time: the fault suite's ``per-redlock-restart-rule`` swaps it."""
     ends = [0.0]
     for entries, epochs, end in fields:
         if entries is None:
@@ -68,7 +64,7 @@ def _collect(
     """A census's answers, with the loop time each came, to ``done`` once:
     after every node answered, or at the tally's deadline."""
     answers: Answers = {}
-    left = [tally.n]
+    left = [tally.n]  # -1 once done
 
     def answer(index: int, reply: Reply) -> None:
         if isinstance(reply, list) and reply and isinstance(reply[0], bytes | str):
@@ -77,10 +73,9 @@ def _collect(
             answers[index] = (reply, loop.time())
         elif isinstance(reply, NodeError):
             _log.debug("redlock_async: census: %s", reply)
-        if left[0] > 0:
-            left[0] -= 1
-            if not left[0]:
-                finish()
+        left[0] -= 1
+        if not left[0]:
+            finish()
 
     def finish() -> None:
         if left[0] >= 0:
@@ -92,23 +87,9 @@ def _collect(
     tally.when_expired(finish)
 
 
-_SUSPECT = (
-    "redlock_async: %s lost its data while grants it may have held can still be valid: its "
-    "votes do not count for %.1fs, until the records of the views naming its old epoch "
-    "expire (1.25 x the longest ttl used lately on this prefix; docs/guarantees.md)"
-)
-
-
-def _warn_once(key: str, message: str, *args: object) -> None:
-    if key not in _warned:
-        _warned.add(key)
-        _log.warning(message, *args)
-
-
 def _read(epochs: Epochs, answers: Answers) -> list[Field]:
-    """What a census read besides the epochs: flags a node that may evict;
-    takes out of ``epochs``' view each epoch a notice names dead; returns
-    the live records."""
+    """What a census read besides the epochs: flags a node that may evict, takes
+    out of ``epochs``' view each epoch a notice names dead, returns the live records."""
     # epoch -> the position of the node that has it now
     where = {reply[0]: index for index, (reply, _) in answers.items()}
     mark, n, stretch = epochs.mark, len(epochs.ids), 1.0 + epochs.drift
@@ -116,7 +97,7 @@ def _read(epochs: Epochs, answers: Answers) -> list[Field]:
     for index, (reply, heard) in answers.items():
         name = epochs.names[index]
         if isinstance(reply[1], bytes) and reply[1]:
-            _warn_once(
+            warn_once(
                 f"evict:{name.partition('#')[0]}",  # the server, not the client object
                 "redlock_async: %s has a maxmemory and maxmemory-policy %r: it may evict a "
                 "held lock's key and grant the name again; set maxmemory-policy noeviction "
@@ -148,7 +129,7 @@ def _read(epochs: Epochs, answers: Answers) -> list[Field]:
 
 
 def _misplaced(name: str) -> None:
-    _warn_once(
+    warn_once(
         f"list:{name}",
         "redlock_async: %s holds restart records of another node list on this prefix "
         "(other nodes, or the same in another order): they cost votes, never safety; list "
@@ -167,8 +148,7 @@ class Epochs:
         self._key = key
         self.drift = drift
         self.names = [node.name for node in quorum.nodes]
-        # A node's position in a view is its place in the list the Redlock was
-        # given (the records are safe in any order; see docs/guarantees.md).
+        # Positions: the order the Redlock was given its nodes (docs/guarantees.md).
         self.mark = b"n%d" % quorum.n
         self.ids: list[bytes | None] = [None] * quorum.n  # the view's (None: '-')
         self.candidates: list[bytes | None] = [None] * quorum.n  # heard once
@@ -181,8 +161,7 @@ class Epochs:
         self.count = 0  # censuses sent (tests; the docs' cost figures)
         self.slotted = slotted
         self.held = Held(self.admit)  # suspect nodes, out of the view until their time
-        self.view = b""  # the key of the view's record (lua/_epoch.lua)
-        self._set_view()
+        self._set_view()  # self.view: the key of the view's record (lua/_epoch.lua)
         if slotted:
             return  # restarts from disk are caught by lua/_epoch_cluster.lua there
         quorum.epochs = self
@@ -209,8 +188,7 @@ class Epochs:
     def _restarted(self, index: int) -> None:
         """Node ``index`` showed a new run_id: it may keep its epoch but not the
         last grants; held, and out of the view, until two censuses read it."""
-        self.ids[index] = self.candidates[index] = None
-        self._set_view()
+        self.forget(index)  # nothing to drop: a node with a watch is never held here
         watches = self._quorum.watches
         watch = watches[index] if watches is not None else None
         if watch is not None:
@@ -279,10 +257,9 @@ class Epochs:
             return
         self._again = False
         self.count += 1
-        quorum = self._quorum
         heard, self._heard = self._heard, b""
-        tally = quorum.fanout(Command(CENSUS, (self._key,), (heard,) if heard else ()))
-        _collect(tally, quorum.running_loop(), self._finish)
+        tally = self._quorum.fanout(Command(CENSUS, (self._key,), (heard,) if heard else ()))
+        _collect(tally, self._quorum.running_loop(), self._finish)
 
     def _finish(self, answers: Answers) -> None:
         self._running = False
@@ -294,9 +271,7 @@ class Epochs:
         again = False
         for index in range(quorum.n):
             if index not in answers:
-                # Confirmed only by two censuses in a row: the second (chained,
-                # below) leaves the first's findings as notices (the proof's (4)).
-                self.candidates[index] = None
+                self.candidates[index] = None  # unheard: not two censuses in a row (below)
         for index, (reply, _) in answers.items():
             epoch = reply[0]
             assert isinstance(epoch, bytes)
@@ -311,8 +286,9 @@ class Epochs:
                     continue  # still out, until what this census read has expired too
                 self.held.drop(index)  # a new epoch again: judged anew below
             if self.candidates[index] != epoch:
-                # A census is not a snapshot: an epoch enters the view only once
-                # the next census, sent after this one was complete, hears it too.
+                # A census is not a snapshot: an epoch enters the view once the next
+                # census, sent after this one was complete, hears it too; that one
+                # leaves this one's findings as notices (the proof's (4)).
                 if self.ids[index] is not None:
                     _log.info("redlock_async: %s has a new epoch (it lost its data)", name)
                     self.ids[index] = None  # out of the view: it answers STALE meanwhile
@@ -329,7 +305,7 @@ class Epochs:
             self.ids[index] = epoch
             if until > now:
                 watch.suspect(until)
-                _log.warning(_SUSPECT, name, until - now)
+                _log.warning(SUSPECT, name, until - now)
             watch.release()
         self._set_view()
         if again or self._again:
@@ -352,9 +328,7 @@ class Epochs:
         self._running = self._again = False
         self._heard = b""
         self.candidates = [None] * self._quorum.n  # their census's notice went with _heard
-        # Their timers were the old loop's: kept out, a node answers STALE
-        # and the next census judges it again.
-        self.held.clear()
+        self.held.clear()  # old loop's timers; a node kept out answers STALE, a census rejudges
 
     def close(self) -> None:
         self.closed = True

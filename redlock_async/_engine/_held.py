@@ -6,9 +6,18 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-__all__ = ["Held"]
+__all__ = ["SUSPECT", "Held"]
 
 _log = logging.getLogger("redlock_async.node")
+
+# Logged once a census finds the grants a node may have lost (``_epochs.py``),
+# whether its watch refuses its yes votes or a view keeps it out (``Held``).
+SUSPECT = (
+    "redlock_async: %s lost its data while grants it may have held can still be valid; "
+    "its votes do not count for %.1fs, until the records of the views naming its old epoch "
+    "expire (1.25 x the longest ttl used lately on this prefix: long-ttl locks belong under "
+    "a prefix of their own; docs/guarantees.md)"
+)
 
 
 class Held:
@@ -34,14 +43,7 @@ class Held:
             self._admit_now(index, epoch)
             return
         if held is None:
-            _log.warning(
-                "redlock_async: %s lost its data while grants it may have held can still "
-                "be valid; its votes do not count for %.1fs, until the records of the views "
-                "naming its old epoch expire (1.25 x the longest ttl used lately on this "
-                "prefix: long-ttl locks belong under a prefix of their own)",
-                name,
-                until - now,
-            )
+            _log.warning(SUSPECT, name, until - now)
         self.drop(index)
         self.ends[index] = (epoch, until)
         loop = asyncio.get_running_loop()  # a census's reply: on the quorum's loop

@@ -1,33 +1,25 @@
-"""Each node's restart watch: the Redlock paper's crash-recovery rule, as
-one Redlock sees a node's server (docs/guarantees.md, "Restarted nodes").
-
-Grants a restarted node may have lost are the census's (``_epochs.py``);
-this watch adds what a new ``run_id`` tells (the lean driver reads ``INFO
-server`` on each new connection, ``server_id.lua`` rides with each granting
-script through redis-py): the node's yes votes are held until censuses read
-it again, and kept out ``MIN_QUARANTINE`` at least (fencing tokens); strict
-mode (``quarantine_grace``) adds a grace after any start. The engine turns a
-quarantined yes into a failed vote (``Tally.settle`` calls ``vote``).
-Detection fails closed: a node that refuses INFO has no yes vote counted.
+"""Each node's restart watch: what one Redlock sees of the server itself
+(docs/guarantees.md, "Restarted nodes", its last part). A new ``run_id``
+holds the node's yes votes until the censuses (``_epochs.py``) read it again,
+and keeps them out ``MIN_QUARANTINE`` at least; strict mode adds a grace after
+any start. ``Tally.settle`` turns a refused yes into a failed vote (``vote``).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import re
 from collections.abc import Callable
 from typing import TypeVar
 
 from .._base._errors import NodeError, NodeResponseError
+from ._ttls import TtlLedger
 
-__all__ = ["MIN_QUARANTINE", "Restarts", "TtlLedger", "restart_span"]
+__all__ = ["MIN_QUARANTINE", "Restarts", "restart_span"]
 
 _Reply = TypeVar("_Reply")
 
 _log = logging.getLogger("redlock_async.node")
-_RUN_ID = re.compile(rb"run_id:([0-9a-f]+)")
-_UPTIME = re.compile(rb"uptime_in_seconds:(\d+)")
 
 # Redis's uptime is a difference of whole wall-clock seconds: it overstates
 # the time since start by up to one, which a quarantine adds back.
@@ -39,19 +31,6 @@ UPTIME_RESOLUTION = 1.0
 MIN_QUARANTINE = 2.0
 
 _DOCS = "docs/security.md"  # where messages send operators for the fix
-
-
-class TtlLedger:
-    """The longest ttl granted through one Redlock: how long a quarantine lasts."""
-
-    __slots__ = ("longest",)
-
-    def __init__(self) -> None:
-        self.longest = 0.0
-
-    def granted(self, ttl: float) -> None:
-        if ttl > self.longest:
-            self.longest = ttl
 
 
 class Restarts:
@@ -83,7 +62,7 @@ class Restarts:
 
     def unknown(self, error: BaseException | str) -> None:
         """INFO answered ``error`` (refused, or without the fields): yes votes
-        are refused until an ``observe`` succeeds; a WARNING the first time."""
+        are refused until an ``observe_fields`` succeeds; a WARNING the first time."""
         fresh = self._blind is None
         # An exception: INFO was refused; a str: it answered without the fields.
         self._cause = error if isinstance(error, BaseException) else None
@@ -95,17 +74,9 @@ class Restarts:
         if fresh:
             _log.warning("redlock_async: %s; its yes votes do not count", self._blind)
 
-    def observe(self, info: bytes, now: float) -> None:
-        """Read the raw ``INFO server`` text of a new connection."""
-        run_id_match = _RUN_ID.search(info)
-        uptime_match = _UPTIME.search(info)
-        if run_id_match is None or uptime_match is None:
-            self.unknown("its INFO server reply has no run_id or uptime_in_seconds")
-            return
-        self.observe_fields(run_id_match.group(1), float(uptime_match.group(1)), now)
-
     def observe_fields(self, run_id: bytes, uptime: float, now: float) -> None:
-        """Compare the server's run_id and uptime with what was seen before."""
+        """Compare the server's run_id and uptime with what was seen before (each
+        driver reads them its own way: ``resp/_handshake.py``, ``redispy/_watched.py``)."""
         if not run_id:
             self.unknown("its INFO server reply has no run_id")
             return
@@ -176,6 +147,5 @@ class Restarts:
 def restart_span(ledger: TtlLedger) -> float:
     """How long a restart this Redlock saw keeps the node's votes out at the
     least: ``MIN_QUARANTINE`` (grants are the census's, whatever their ttl).
-    Looked up at call time: the fault suite's mutant ``per-redlock-restart-rule``
-    swaps it for the longest ttl this Redlock granted."""
+    Looked up at call time: the fault suite's ``per-redlock-restart-rule`` swaps it."""
     return MIN_QUARANTINE

@@ -1,70 +1,28 @@
 """Epochs per hash slot: the restart rule for a Redlock with a Redis Cluster node.
 
 A script may touch only keys of its own slot, and an INFO sent to a cluster
-answers for an arbitrary shard; so such a Redlock keeps the rule once per
-hash slot (docs/guarantees.md, "With a Redis Cluster among the nodes"):
-slot ``s`` has its own epoch hash ``<prefix>~epoch{t}`` on every node, ``t``
-a fixed tag hashing to ``s`` (:func:`slot_tag`), and an :class:`Epochs` of
-its own, met lazily. On the cluster the scripts compare run_ids themselves
-(``lua/_epoch_cluster.lua``); a plain node beside it keeps its watch, and a
+answers for any shard: so each slot met has its own :class:`Epochs` and epoch
+hash (``slot_epoch_key``), and on the cluster the scripts compare run_ids
+themselves (``lua/_epoch_cluster.lua``). Watches are per node, not per slot: a
 node that lost grants still valid stays out of the slot's view until they
-expire (``_held.py``), as restart watches are per node, not per slot.
+expire (``_held.py``). See docs/guarantees.md, "With a Redis Cluster among the nodes".
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-from binascii import crc_hqx
 from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
 from .._base._errors import NodeError
+from .._base._keys import key_slot, slot_epoch_key
 from ._epochs import Epochs
 
 if TYPE_CHECKING:
     from ._quorum import Quorum
 
-__all__ = ["SLOTS", "SlotEpochs", "key_slot", "slot_epoch_key", "slot_tag"]
-
-SLOTS = 16384
-
-
-def key_slot(key: bytes) -> int:
-    """The Redis Cluster hash slot of ``key`` (its hash tag's, when it has one)."""
-    start = key.find(b"{")
-    if start > -1:
-        end = key.find(b"}", start + 1)
-        if end > start + 1:
-            key = key[start + 1 : end]
-    return crc_hqx(key, 0) % SLOTS
-
-
-@functools.cache
-def _tags() -> tuple[bytes, ...]:
-    # The first hexadecimal number hashing to each slot: fixed, so every
-    # client spells a slot's epoch key alike. About 315,000 CRCs, once: 70 ms.
-    tags: list[bytes | None] = [None] * SLOTS
-    left, number = SLOTS, 0
-    while left:
-        tag = b"%x" % number
-        slot = crc_hqx(tag, 0) % SLOTS
-        if tags[slot] is None:
-            tags[slot] = tag
-            left -= 1
-        number += 1
-    return tuple(tag for tag in tags if tag is not None)
-
-
-def slot_tag(slot: int) -> bytes:
-    """A hash tag of slot ``slot``: the shortest-first hexadecimal number hashing to it."""
-    return _tags()[slot]
-
-
-def slot_epoch_key(key: bytes, slot: int) -> bytes:
-    """Slot ``slot``'s epoch hash, for the epoch key ``key`` (``<prefix>~epoch``)."""
-    return key + b"{" + slot_tag(slot) + b"}"
+__all__ = ["SlotEpochs"]
 
 
 class SlotEpochs:
@@ -108,11 +66,8 @@ class SlotEpochs:
 
     async def first(self, wait: float, keys: Sequence[bytes] = ()) -> None:
         """Before a grant over ``keys``: the censuses of their slots not read yet."""
-        pending = []
-        for slot in {key_slot(key) for key in keys}:
-            domain = self.domain(slot)
-            if not domain.ready:
-                pending.append(domain.first(wait))
+        domains = [self.domain(slot) for slot in {key_slot(key) for key in keys}]
+        pending = [domain.first(wait) for domain in domains if not domain.ready]
         if len(pending) == 1:
             await pending[0]
         elif pending:
@@ -133,15 +88,13 @@ class SlotEpochs:
         error: NodeError | None = None
         for slot in {key_slot(key) for key in keys}:
             error = self.domain(slot).stale(index)
-        if error is None:
-            return NodeError(f"{self._quorum.nodes[index].name}: lost its data (STALE)")
-        return error
+        return error or NodeError(f"{self._quorum.nodes[index].name}: lost its data (STALE)")
 
     def _restarted(self, index: int) -> None:
         """Plain node ``index`` showed a new run_id: it may keep its epochs but
-        lack the last grants. It leaves every slot's view (STALE from now on;
-        the census gives it new epochs); its yes votes to commands already
-        sent, with the old views, are held until each has its reply."""
+        lack the last grants. It leaves every slot's view (STALE until censuses
+        read it again); its yes votes to commands sent with the old views are
+        held until each has its reply."""
         for domain in self.domains.values():
             domain.forget(index)
         watches = self._quorum.watches

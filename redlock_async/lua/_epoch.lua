@@ -1,24 +1,21 @@
--- _epoch.lua: the restart check and record, prepended to every script that
--- grants or renews, and to census.lua (on a Redis Cluster node,
--- _epoch_cluster.lua follows it). The rule and its proof: docs/guarantees.md,
--- "Restarted nodes". No KEYS, no ARGV of its own; its keys, under the prefix:
---   <prefix>~epoch          hash, no expiry (beside a Redis Cluster node, one
---                           per hash slot: <prefix>~epoch{tag}): id (this
---                           node's epoch: 't', the node's clock in ms as 11 hex
---                           digits, 4 more), run and repl (the run_id and
---                           master_replid that made it), <view> (an index of
---                           the records below, for census.lua)
---   <prefix>~epoch:<view>   a view's record: it outlasts the grants made or
---                           renewed here with that view
+-- _epoch.lua: the restart check and record (docs/guarantees.md, "Restarted
+-- nodes"), prepended to every script that grants or renews and to census.lua;
+-- on a Redis Cluster node, _epoch_cluster.lua follows it. No KEYS, no ARGV of
+-- its own; its keys (docs/keys.md), spelled from the record key it is given:
+--   <prefix>~epoch          hash, no expiry (<prefix>~epoch{tag} per hash slot
+--                           beside a Redis Cluster): id (this node's epoch),
+--                           run and repl (the server that made it), and an
+--                           index of the records below (for census.lua)
+--   <prefix>~epoch:<view>   a view's record, outlasting the grants written with it
 --   <prefix>~epoch~notices  hash, no expiry: "<mark>.<position>" -> the newest
 --                           epoch a census heard there (older ones are dead)
 -- A view, "<mark>,e1,-,e3,": each node's epoch by position, '-' not heard.
 --
--- epoch_check(record, ttl) Returns whether the script may go on (else it answers
--- STALE, -9, and does nothing): this node's epoch is in the view and no
--- notice names one of its epochs dead. Then the record lasts max(ttl, 2 s)
--- more at least (set to 1.25 times that when shorter: the common case is one
--- PTTL; a record alive here was checked in this epoch).
+-- epoch_check(record, ttl) Returns whether the script may go on (else it
+-- answers STALE, -9, and does nothing): this node's epoch is in the view and
+-- no notice names one of its epochs dead. The record then lasts max(ttl, 2 s)
+-- more at least (1.25 times that when shorter: mostly one PTTL, as a live
+-- record was checked in this epoch).
 
 -- The server's run_id and replication id (nil: INFO refused).
 local function epoch_run_id()
@@ -28,13 +25,12 @@ local function epoch_run_id()
         return nil, nil
     end
     local replication = redis.pcall('INFO', 'replication')
-    local replid = type(replication) == 'string'
+    return run_id, type(replication) == 'string'
         and string.match(replication, 'master_replid:(%x+)') or ''
-    return run_id, replid
 end
 
--- A new epoch: the clock first, so that a later one reads as newer (not
--- math.random: it is seeded alike everywhere).
+-- A new epoch: 't', the clock in ms as 11 hex digits, so that a later one
+-- reads as newer, then 4 more (not math.random: it is seeded alike everywhere).
 local function epoch_make(epoch_key, run_id, replid)
     local t = redis.call('TIME')
     local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -63,11 +59,7 @@ end
 -- Whether a notice names dead an epoch of ``view``: older than its own.
 local function epoch_refused(epoch_key, view)
     local notices = redis.call('HGETALL', epoch_key .. '~notices')
-    if #notices == 0 then
-        return false
-    end
-    local mark = string.match(view, '^[^,]*')
-    local epochs = {}
+    local mark, epochs = string.match(view, '^[^,]*'), {}
     for epoch in string.gmatch(view, ',([^,]+)') do
         epochs[#epochs + 1] = epoch
     end
@@ -86,7 +78,6 @@ local function epoch_check(record, ttl)
     if redis.call('PTTL', record) >= need then
         return true
     end
-    -- <prefix>~epoch, or <prefix>~epoch{tag} for one hash slot's (_slots.py)
     local epoch_key, view = string.match(record, '^(.*~epoch[^:]*):(.*)$')
     local id = redis.call('HGET', epoch_key, 'id') or epoch_make(epoch_key, epoch_run_id())
     if not string.find(view, ',' .. id .. ',', 1, true) or epoch_refused(epoch_key, view) then

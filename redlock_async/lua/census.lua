@@ -1,16 +1,15 @@
--- census.lua: this node's epoch, live records and notices, read when a
--- client must judge nodes it has not seen since they lost their data
--- (redlock_async/_engine/_epochs.py; the rule: docs/guarantees.md).
+-- census.lua: this node's epoch, live records and notices, for a client that
+-- judges the nodes (redlock_async/_engine/_epochs.py; docs/guarantees.md).
 --
--- KEYS[1]  ``<prefix>~epoch`` (_epoch.lua, prepended)
+-- KEYS[1]  <prefix>~epoch (_epoch.lua, prepended, says what it holds)
 -- ARGV[1]  optional: the view the caller's previous census heard: each epoch
 --          becomes this node's notice for its position unless one is newer
 --
 -- Returns {epoch, policy, k, <k items: notice field, epoch, ...>, view_1,
 -- ms_left_1, ...}: policy is maxmemory-policy when the node may evict ('' if
--- not); then the notices, then each view whose record is alive (index
--- entries of expired ones are dropped). The epoch is made anew when missing
--- or made by another server (epoch_foreign), its records deleted with it.
+-- not), then the notices, then each view whose record is alive (expired ones
+-- leave the index). The epoch is made anew, and its records deleted, when
+-- missing or made by another server (epoch_foreign).
 local run_id, replid = epoch_run_id()
 local id = redis.call('HGET', KEYS[1], 'id')
 local notices = KEYS[1] .. '~notices'

@@ -22,9 +22,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from redlock_async import Redlock
 from redlock_async._base._errors import NodeConnectionError
-from redlock_async._base._keys import epoch_key, lock_key
+from redlock_async._base._keys import epoch_key, key_slot, lock_key, slot_epoch_key
 from redlock_async._engine._node import Arg, Command, Script, Sink
-from redlock_async._engine._slots import SlotEpochs, key_slot, slot_epoch_key
+from redlock_async._engine._slots import SlotEpochs
 from redlock_async._engine._tally import PENDING
 from redlock_async._engine.redispy import RedisPyNode
 from redlock_async._engine.resp._node import RespNode

@@ -20,8 +20,9 @@ from redlock_async._core._scripts import ACQUIRE, RELEASE
 from redlock_async._engine import Engine
 from redlock_async._engine._node import Command
 from redlock_async._engine._quorum import Quorum
-from redlock_async._engine._restarts import Restarts, TtlLedger
+from redlock_async._engine._restarts import Restarts
 from redlock_async._engine._tally import PENDING, Tally
+from redlock_async._engine._ttls import TtlLedger
 
 from .._loops import LOOPS
 from ._scripted import ScriptedNode, scripted_nodes

@@ -8,7 +8,9 @@ import math
 import pytest
 
 from redlock_async._base._errors import NodeError, NodeResponseError
-from redlock_async._engine._restarts import MIN_QUARANTINE, UPTIME_RESOLUTION, Restarts, TtlLedger
+from redlock_async._engine._restarts import MIN_QUARANTINE, UPTIME_RESOLUTION, Restarts
+from redlock_async._engine._ttls import TtlLedger
+from redlock_async._engine.resp._handshake import observe_info
 
 
 def _watched(longest: float = 4.0, grace: float | None = None) -> Restarts:
@@ -66,8 +68,8 @@ def test_strict_mode_quarantines_young_nodes_seen_first() -> None:
 
 def test_info_text_is_parsed() -> None:
     restarts = _watched(longest=4.0)
-    restarts.observe(b"# Server\r\nrun_id:abc123\r\nuptime_in_seconds:9\r\n", now=0.0)
-    restarts.observe(b"# Server\r\nrun_id:def456\r\nuptime_in_seconds:0\r\n", now=1.0)
+    observe_info(restarts, b"# Server\r\nrun_id:abc123\r\nuptime_in_seconds:9\r\n", now=0.0)
+    observe_info(restarts, b"# Server\r\nrun_id:def456\r\nuptime_in_seconds:0\r\n", now=1.0)
     assert restarts.run_id == b"def456"
     assert restarts.until == pytest.approx(1.0 + MIN_QUARANTINE)
 
@@ -164,7 +166,7 @@ def test_warns_again_after_recovering_and_losing_info_again(
 )
 def test_info_without_the_fields_is_blind_too(info: bytes) -> None:
     restarts = _watched()
-    restarts.observe(info, now=0.0)
+    observe_info(restarts, info, now=0.0)
     assert isinstance(restarts.vote(1, now=0.0), NodeResponseError)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Callable
 
 from ..._base._address import Address
@@ -24,7 +25,7 @@ from .._restarts import Restarts
 from ._conn import Conn
 from ._encode import pack
 
-__all__ = ["INFO_RETRY", "Handshake"]
+__all__ = ["INFO_RETRY", "Handshake", "observe_info"]
 
 _log = logging.getLogger("redlock_async.node")
 
@@ -33,6 +34,19 @@ INFO_RETRY = 1.0
 
 # How a server without a password answers AUTH (Redis 6 and later).
 _NO_PASSWORD = "without any password configured"
+
+_RUN_ID = re.compile(rb"run_id:([0-9a-f]+)")
+_UPTIME = re.compile(rb"uptime_in_seconds:(\d+)")
+
+
+def observe_info(restarts: Restarts, info: bytes, now: float) -> None:
+    """The raw ``INFO server`` text of a new connection, for the node's restart watch."""
+    run_id = _RUN_ID.search(info)
+    uptime = _UPTIME.search(info)
+    if run_id is None or uptime is None:
+        restarts.unknown("its INFO server reply has no run_id or uptime_in_seconds")
+        return
+    restarts.observe_fields(run_id.group(1), float(uptime.group(1)), now)
 
 
 class _Step:
@@ -102,7 +116,7 @@ class Handshake:
             if not self.pinged.done():
                 self.pinged.set_result(None)
         elif step == self.INFO and isinstance(reply, bytes):
-            self.restarts.observe(reply, conn.loop.time())
+            observe_info(self.restarts, reply, conn.loop.time())
         elif step == self.INFO and isinstance(reply, NodeResponseError):
             # Refused (an ACL without +info): restarts go unseen, so fail closed.
             # Reported before any reply queued behind it is judged. Asked again
