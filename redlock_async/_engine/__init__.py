@@ -36,7 +36,7 @@ from ._node import (
     Unsent,
     stall_limit,
 )
-from ._restarts import TtlLedger
+from ._restarts import TtlLedger, counted_refusals
 from ._settled import Settled, settled
 from ._tally import Tally, is_yes, quorum_of, vote_limit, when_done
 from ._wake import Subscription, Waiting, WakeHub
@@ -64,6 +64,7 @@ __all__ = [
     "Unsent",
     "Waiting",
     "WakeHub",
+    "counted_refusals",
     "is_yes",
     "quorum_of",
     "settled",

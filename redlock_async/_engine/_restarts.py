@@ -30,12 +30,12 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 from .._base._errors import NodeError, NodeResponseError
 
-__all__ = ["MIN_QUARANTINE", "Restarts", "TtlLedger", "restart_span"]
+__all__ = ["MIN_QUARANTINE", "Restarts", "TtlLedger", "counted_refusals", "restart_span"]
 
 _Reply = TypeVar("_Reply")
 
@@ -212,3 +212,25 @@ def restart_span(ledger: TtlLedger) -> float:
     swaps it for the rule before the census (the longest ttl this Redlock
     granted) and turns the census's findings off."""
     return MIN_QUARANTINE
+
+
+def counted_refusals(
+    watches: Sequence[Restarts | None] | None, votes: Iterable[object], now: float
+) -> int:
+    """How many of ``votes`` (one per node, in order; 0: refused) are refusals
+    of nodes whose votes count at loop time ``now``.
+
+    A node held by its watch (a restart seen, no census since), quarantined,
+    suspect (it may have lost grants still valid) or blind may have lost the
+    key it refuses: its no is no evidence that the grant is gone, any more
+    than its yes would be a grant. Counted, it could make a renewal release
+    keys that a copy of the grant adopted elsewhere still holds (two holders).
+    Read on the rare path only, once the refusals would decide a loss.
+    """
+    if watches is None:
+        return sum(1 for vote in votes if type(vote) is int and vote == 0)
+    return sum(
+        1
+        for vote, watch in zip(votes, watches, strict=True)
+        if type(vote) is int and vote == 0 and (watch is None or now >= watch.until)
+    )
