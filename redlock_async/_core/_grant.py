@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from .._base._timing import shortened_validity_end, validity
 from .._engine import Settled, Tally
 
-__all__ = ["Grant", "Verdict", "apply_votes", "judge_extend"]
+__all__ = ["Grant", "Verdict", "apply_votes", "judge_extend", "refused_by_counted"]
 
 Verdict = Literal["ok", "refused", "retry"]
 """An extend's outcome: renewed; refused by enough nodes that the grant is
@@ -44,8 +46,39 @@ def judge_extend(
 ) -> Verdict:
     """Apply one decided extend fan-out (sent at ``started``, to ``ttl``) to ``grant``."""
     left = validity(ttl, started, now, drift_factor) if tally.decided.result() else 0.0
-    return apply_votes(grant, now + left if left > 0 else None, tally.refused, started, ttl,
+    refused = tally.refused and refused_by_counted(tally, tally.replies)
+    return apply_votes(grant, now + left if left > 0 else None, refused, started, ttl,
                        drift_factor)  # fmt: skip
+
+
+def refused_by_counted(tally: Tally, votes: Sequence[object]) -> bool:
+    """Whether ``votes`` (one per node of ``tally``'s fan-out) refuse so many
+    that no quorum can hold the grant, counting only the nodes whose votes
+    count now: a node that lost its data (held by its restart watch,
+    quarantined, suspect) refuses a key it forgot, while a copy of the grant
+    (``adopt()``) may hold it on the other nodes - within the model, a faulty
+    minority. Asked only once the plain count says refused (the rare path)."""
+    now = asyncio.get_running_loop().time()  # the watches' clock (Tally.settle's)
+    return counted_refusals(tally.group.watches, votes, now) > tally.n - tally.quorum
+
+
+class _Watch(Protocol):
+    until: float  # loop time until which the node's yes votes do not count (_restarts.py)
+
+
+def counted_refusals(
+    watches: Sequence[_Watch | None] | None, votes: Sequence[object], now: float
+) -> int:
+    """How many of ``votes`` (one per node, in order; 0: refused) are refusals
+    of nodes whose votes count at loop time ``now`` (held by the watch after
+    a restart, quarantined, suspect or blind: left out; see above)."""
+    if watches is None:
+        return sum(1 for vote in votes if type(vote) is int and vote == 0)
+    return sum(
+        1
+        for vote, watch in zip(votes, watches, strict=True)
+        if type(vote) is int and vote == 0 and (watch is None or now >= watch.until)
+    )
 
 
 def apply_votes(

@@ -49,6 +49,7 @@ from .._engine import Command, Engine, Tally, settled, vote_limit
 from ._batch import CHUNK, Batch, extend_many
 from ._commands import Commands
 from ._grant import Grant, apply_votes
+from ._grant import refused_by_counted as counted
 
 __all__ = ["LoseCallback", "Renewals", "Renewer"]
 
@@ -218,7 +219,7 @@ class Renewals(Generic[_Owner]):
                 guard = guards[ttl] = loss_guard(ttl, node_timeout)
             deadline = grant.validity_end - guard  # loss_deadline(validity_end, ttl, node_timeout)
             if started >= deadline:
-                self._tell_lost(renewer, _NO_QUORUM if renewer.errors else _BLOCKED, renewer.errors)
+                self._tell_lost(renewer, _unrenewed(renewer.errors), renewer.errors)
                 continue
             if deadline < soonest:
                 soonest = deadline
@@ -307,7 +308,7 @@ class Renewals(Generic[_Owner]):
                     left = validity(ttl, started, now, drift_factor)
                     shared = ends[ttl] = (now + left if left > 0 else None, left)
                 end, left = shared
-            refused = votes is not None and votes.count(0) > spare
+            refused = votes is not None and votes.count(0) > spare and counted(batch.tally, votes)
             verdict = apply_votes(grant, end, refused, started, ttl, drift_factor)
             if verdict == "ok":
                 renewer.errors = _NO_ERRORS
@@ -359,6 +360,14 @@ class Renewals(Generic[_Owner]):
         """The locks were another loop's (or the parent's): drop, touching nothing of it."""
         self.timetable.forget()
         self._draining = False
+
+
+def _unrenewed(errors: Mapping[str, NodeError]) -> str:
+    """Why a grant whose loss deadline came before a renewal is lost: retries
+    were not confirmed (``errors``, a retry's; empty when no node failed:
+    refusals of nodes whose votes do not count, ``_grant.refused_by_counted``),
+    or none was tried (``_NO_ERRORS``: the event loop was held up)."""
+    return _BLOCKED if errors is _NO_ERRORS else _NO_QUORUM
 
 
 def _keep_votes(grant: Grant, acquired: Tally) -> None:

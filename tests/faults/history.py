@@ -201,25 +201,35 @@ was told at once (its loop runs the timers that came due while stopped)."""
 WORKERS = re.compile(r"workers=\(([^)]*)\)")
 """The workers a nemesis fault reaches, in its detail (none: every worker)."""
 
+IDENT = re.compile(r"\bid=(\d+)")
+"""A nemesis fault's id, in its detail (the simulation's; the fault tier's have none)."""
+
 
 def stalls(events: Iterable[Event]) -> dict[str, list[tuple[float, float]]]:
     """When each worker process could not run: stopped by the nemesis
     (``pause-worker``, its ``workers=(...)``) or its event loop running late
-    (``lag`` events: the stall ends when noticed, ``value`` ms long)."""
+    (``lag`` events: the stall ends when noticed, ``value`` ms long).
+
+    A heal ends the pause of its ``id=`` when it names one: the simulation
+    ends a crashed process's pause at the crash, before an older pause of
+    another process heals (sim seed 3000); without one, the oldest."""
     found: dict[str, list[tuple[float, float]]] = {}
-    paused: list[tuple[float, list[str]]] = []  # in order: a heal ends the oldest
+    paused: list[tuple[float, list[str], str | None]] = []  # in order of the faults
     for event in sorted(events, key=lambda e: e.time):
         if event.kind == "lag" and event.value:
             found.setdefault(event.process, []).append(
                 (event.time - event.value / 1000, event.time)
             )
         elif event.process == "nemesis" and event.op == "pause-worker":
+            ident = IDENT.search(event.detail)
+            key = ident.group(1) if ident else None
             if event.kind == "fault":
                 match = WORKERS.search(event.detail)
                 numbers = re.split(r"[,\s]+", match.group(1)) if match else []
-                paused.append((event.time, [f"w{n}" for n in numbers if n]))
+                paused.append((event.time, [f"w{n}" for n in numbers if n], key))
             elif event.kind == "heal" and paused:
-                began, processes = paused.pop(0)
+                ended = [i for i, pause in enumerate(paused) if key is not None and pause[2] == key]
+                began, processes, _ = paused.pop(ended[0] if ended else 0)
                 for process in processes:
                     found.setdefault(process, []).append((began, event.time))
     return found

@@ -23,7 +23,7 @@ from .checkers import (
     semaphore_limit,
     waits_only_for_its_names,
 )
-from .history import Event, History, dump, load, merge, windows
+from .history import Event, History, dump, load, merge, stalls, windows
 
 
 def grant(
@@ -1188,3 +1188,27 @@ def test_a_renewed_grant_let_go_as_its_stopped_process_runs_again_ends_at_the_st
     # after a second in which it could act: its claim ran to 3.0.
     apart = [e for e in history if "id=2" not in e.detail]
     assert not mutual_exclusion(apart).ok
+
+
+def test_a_pause_ended_by_its_process_crash_is_paired_by_its_id() -> None:
+    # Sim seed 3000: w22 is paused (id 394), then w21 (id 395), holding "b"
+    # auto-renewed; w21 crashes while paused, which ends its pause at once -
+    # before w22's, an older one. Its keys expired meanwhile and w20 took "b".
+    # w21 could not act from its pause on: its window ends there, not at the
+    # crash (paired by arrival, the heal was w22's and w21 looked stopped later).
+    def pause(time: float, kind: str, ident: int, worker: int) -> Event:
+        detail = f"id={ident} nodes=() workers=({worker},) amount=0"
+        return Event(time, "nemesis", kind, "pause-worker", detail=detail)
+
+    history = [
+        Event(1.0, "w21", "ok", "acquire", "b", "t1"),
+        pause(2.0, "fault", 394, 22),
+        pause(2.1, "fault", 395, 21),
+        Event(2.5, "w20", "ok", "acquire", "b", "t2", valid_until=3.0),
+        Event(2.55, "w20", "release", "acquire", "b", "t2"),
+        pause(2.7, "heal", 395, 21),
+        Event(2.7, "w21", "lost", "acquire", "b", "t1", detail="crashed"),
+        pause(3.4, "heal", 394, 22),
+    ]
+    assert stalls(history) == {"w21": [(2.1, 2.7)], "w22": [(2.0, 3.4)]}
+    assert mutual_exclusion(history).ok

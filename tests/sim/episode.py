@@ -7,7 +7,6 @@ faulty node at a time; every other node reachable by the process that asks),
 before any worker starts: a worker's grant would write the record of the
 view on every node, and a census that stops early would find it anyway:
 
-- no new hand-offs start (a loss while a taker's copy renews is known open);
 - ``e1`` and ``e0`` each take and release a name: their views of the nodes
   are made before the loss. ``e1``'s paths to nodes ``1 .. quorum-1`` are
   slower than the others, so those nodes - the only ones that keep the lost
@@ -89,14 +88,6 @@ async def restart_episodes(dep: Deployment) -> None:
 
 
 async def _episode(dep: Deployment, number: int, kind: str) -> None:
-    dep.board.quiet = True  # no copy of a handed-on grant renews across the loss
-    try:
-        await _played(dep, number, kind)
-    finally:
-        dep.board.quiet = False
-
-
-async def _played(dep: Deployment, number: int, kind: str) -> None:
     loop = dep.sim.loop
     names = [server.name for server in dep.sim.servers]
     quorum = len(names) // 2 + 1
@@ -110,7 +101,6 @@ async def _played(dep: Deployment, number: int, kind: str) -> None:
         if await process.spawn(warm.acquire(timeout=2.0)):
             await process.spawn(_quietly(warm.release()))
     await _counted(dep, holder, range(quorum), within=15.0)
-    copies_gone = await _copies_gone(dep, within=2.0)
     for path in dep.sim.net.paths_between([holder.name], names[quorum:]):
         path.blackhole = True  # its commands there lost, not held: a bare quorum
     held = holder.context.run(holder.redlock.lock, name, ttl=PROBE_TTL, auto_extend=False)
@@ -122,21 +112,20 @@ async def _played(dep: Deployment, number: int, kind: str) -> None:
         record_holder("ok", "acquire", key=name, token=token, valid_until=granted + held.valid_for)
         if kind == "flushall":
             await asyncio.sleep(max(0.0, granted + 2.8 - loop.time()))
-        if copies_gone:  # else no loss is inside the model now
-            _lose(dep, kind, lock_key("redlock:", name))
-            await asyncio.sleep(0.2)
-            if kind == "flushall":
-                # First a process started after the loss: its first censuses
-                # are all it knows of the nodes (no attempt of its own with
-                # an old view has left a record on the fast nodes yet). Not
-                # after a restart from disk: its census would give node 0 a
-                # new epoch, which e1's old view must meet unchanged.
-                fresh = dep.sim.spawn()
-                for slow in names[1:quorum]:
-                    dep.sim.net.path(fresh.name, slow).latency = 0.015
-                await _ask(dep, fresh, name, f"fresh{number}", within=0.5)
-                await fresh.spawn(fresh.redlock.aclose())
-            await _ask(dep, asker, name, f"e{2 * number + 1}")
+        _lose(dep, kind, lock_key("redlock:", name))
+        await asyncio.sleep(0.2)
+        if kind == "flushall":
+            # First a process started after the loss: its first censuses
+            # are all it knows of the nodes (no attempt of its own with
+            # an old view has left a record on the fast nodes yet). Not
+            # after a restart from disk: its census would give node 0 a
+            # new epoch, which e1's old view must meet unchanged.
+            fresh = dep.sim.spawn()
+            for slow in names[1:quorum]:
+                dep.sim.net.path(fresh.name, slow).latency = 0.015
+            await _ask(dep, fresh, name, f"fresh{number}", within=0.5)
+            await fresh.spawn(fresh.redlock.aclose())
+        await _ask(dep, asker, name, f"e{2 * number + 1}")
         record_holder("release", "acquire", key=name, token=token)
     await _close(asker, holder, held)
 
@@ -174,15 +163,6 @@ async def _counted(dep: Deployment, process: SimProcess, nodes: range, within: f
     loop = dep.sim.loop
     await _until(dep, lambda: not set(nodes) & set(kept_out(process.redlock, loop.time())),
                  within, every=0.1)  # fmt: skip
-
-
-async def _copies_gone(dep: Deployment, within: float) -> bool:
-    """Whether, within ``within`` s, every taker's copy renewing after its
-    hand-over is gone (at once, with ``--pending``): a loss of data while one
-    renews is known open (``pending.py``: a lost copy's release), and the
-    nemesis keeps it away too."""
-    return await _until(dep, lambda: not (dep.nemesis.known_open and dep.board.copies),
-                        within, every=0.01)  # fmt: skip
 
 
 async def _until(dep: Deployment, done: Callable[[], bool], within: float, every: float) -> bool:

@@ -185,16 +185,6 @@ class Board:
         self.sim = sim
         self.rng = sim.rng
         self.waiting: dict[str, asyncio.Future[tuple[str, str]]] = {}
-        # Takers' copies still renewing after their hand-over, by process: a
-        # crashed one's stopped with it (its forget_later never runs).
-        self.renewing: dict[SimProcess, int] = {}
-        # No new hand-offs (episode.py: a loss of data while a taker's copy
-        # renews is known open, pending.py).
-        self.quiet = False
-
-    @property
-    def copies(self) -> int:
-        return sum(count for process, count in self.renewing.items() if not process.dead)
 
     def post(self, process: str, name: str, token: str) -> bool:
         takers = [
@@ -293,9 +283,6 @@ class SimMixed(Mixed):
         (never released): the adopter's keys must not shorten (API.md).
         """
         rng = self.rng
-        if self.board.quiet:
-            await asyncio.sleep(0.1)
-            return
         name = rng.choice(("b", "c", "d"))
         box, told = self.on_lost("lock", name)
         taker = self.redlock.lock(name, ttl=self.mix["taker_ttl"], auto_extend=True, on_lost=told)
@@ -308,19 +295,9 @@ class SimMixed(Mixed):
             return
         box.clear()  # handed over: a later loss of the taker's copy ends no claim
         self.ended("lock", name, token, "release", 0)
-        renewing = self.board.renewing
-        renewing[self.process] = renewing.get(self.process, 0) + 1
         self.spawn(self.forget_later(taker, name, token, rng.uniform(0.0, 1.0)))
         del taker
         self.board.post(self.process_name, name, token)
-
-    async def forget_later(self, taker: Lock, name: str, token: str, after: float) -> None:
-        keeping = super().forget_later(taker, name, token, after)
-        del taker  # the keeper's reference is the only one: it forgets the copy
-        try:
-            await keeping
-        finally:
-            self.board.renewing[self.process] -= 1
 
     async def adopting(self) -> None:
         """Wait for a token another process hands over; adopt it, hold it, release it."""

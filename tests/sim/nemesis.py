@@ -54,9 +54,6 @@ class Nemesis:
         # faults per thousand grants; the goal is 10).
         self.dep = dep
         self.rng = rng
-        # Keep clear of the known open findings (pending.py: KNOWN), as the
-        # default run does; with --pending, every schedule may come.
-        self.known_open = not any(KINDS[name].pending for name in kinds)
         self.kinds = list(kinds)
         # A loss of data keeps the others' silencing faults away while its
         # grants may be valid (seconds): drawn less often, so the rest come.
@@ -99,8 +96,6 @@ class Nemesis:
         """Whether ``fault`` keeps to the model (and, unless ``free``, leaves
         each process a healthy majority)."""
         losses = self.losing()
-        if kind.loses_data and self.known_open and self.dep.board.copies:
-            return False  # known open (pending.py): a lost copy's release after a loss
         if kind.loses_data:
             losses |= set(fault.nodes)
             if len(losses) > self.minority:

@@ -43,6 +43,7 @@ from redlock_async._core._scripts import EXTEND, EXTEND_MANY
 from redlock_async._engine import Engine
 from redlock_async._engine._node import Arg, Command, Reply, Sink
 from redlock_async._engine._restarts import Restarts
+from redlock_async._engine._ttls import TtlLedger
 from redlock_async._kinds._rwlock import RWLock
 
 __all__ = [
@@ -301,14 +302,21 @@ class Cluster:
         ordered: bool = True,
         cross_slot: bool = True,
         rules: Mapping[str, Rule] | None = None,
+        watched: bool = False,
         **config: Any,
     ) -> None:
+        """``watched``: each node has a restart watch (``node.restarts``), as
+        the drivers' nodes do; the test tells it what the server says."""
         self.clock = clock if clock is not None else VirtualClock()
         self.log: list[tuple[str, Sent]] = []
         self.nodes = [
             ScriptedNode(f"n{i}", ordered=ordered, cross_slot=cross_slot, rules=rules, log=self.log)
             for i in range(n)
         ]
+        ttls = TtlLedger()
+        if watched:
+            for node in self.nodes:
+                node.restarts = Restarts(node.name, ttls, None)
         config.setdefault("wake_on_release", False)  # scripted nodes have no pub/sub
         self.config = RedlockConfig(**config)
         self.tokens = Tokens()
@@ -318,6 +326,7 @@ class Cluster:
             clock=self.clock,
             token_factory=self.tokens,
             rng=random.Random(0),
+            ttls=ttls,
         )
         self.holdings = Holdings(self.engine, Lock._lose)
         # The epochs census is tested on its own (test_epochs.py) and against
