@@ -317,10 +317,10 @@ class Lock(LockState):
 
     def _lose(self, reason: str, errors: Mapping[str, NodeError], release: bool = True) -> LockLost:
         """Mark the held grant lost, tell the holder; returns the error. ``release``:
-        delete its keys - only when no live copy of it can be left (a quorum
-        refused it, or aclose() of a grant never handed on): lost for want of
-        answers in time, it may live on for an adopted copy of its token, whose
-        keys a release would delete."""
+        delete its keys - when no live copy can be left (a quorum refused it,
+        or aclose()), never for a grant handed on: a refusal may come from a
+        node that forgot the key in a restart redis-py did not see, and an
+        adopted copy may live on, whose keys a release would delete."""
         grant = self._grant
         error = LockLost(f"lock {self._name!r} was lost: {reason}", errors)
         if grant is None:
@@ -331,7 +331,7 @@ class Lock(LockState):
         # Remnants on a minority would only block the next holder until expiry;
         # not while a body may still work, though: only once it has stopped.
         cleanup = None
-        if release:
+        if release and not _handed_on(self, grant):
             command = self._commands.release(grant.token, False)
             cleanup = Cleanup(grant.acquired, command, self._engine.clock() + grant.ttl)
         if self._body is None:
