@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from redlock_async import _redlock
-from redlock_async._core import _acquire, _batch, _commands, _scripts
+from redlock_async._core import _acquire, _batch, _commands, _lock, _scripts
 from redlock_async._core._commands import ExclusiveCommands
 from redlock_async._core._grant import Grant
 from redlock_async._core._lock import Lock
@@ -163,12 +163,18 @@ def _renewal_shortens() -> None:
 
 def _lost_copy_releases() -> None:
     # A lock lost for want of answers in time (its event loop stalled, its
-    # nodes slow) releases its token's keys, as every loss did before: an
-    # adopted copy of the grant still holds them, and loses them under it.
+    # nodes slow) releases its token's keys, as every loss did before, handed
+    # on or not: an adopted copy of the grant still holds them, and loses
+    # them under it.
     original = Lock._lose
+    handed_on = _lock._handed_on
 
     def lose(self: Lock, reason: str, errors: Any, release: bool = True) -> Any:
-        return original(self, reason, errors, True)
+        _lock._handed_on = lambda lock, grant: False
+        try:
+            return original(self, reason, errors, True)
+        finally:
+            _lock._handed_on = handed_on
 
     Lock._lose = lose  # type: ignore[method-assign]
 
