@@ -269,16 +269,29 @@ def held_lock_kept(events: Sequence[Event], *, slack: float = 0.0) -> Verdict:
 
 
 def free_name_granted(
-    events: Sequence[Event], *, retry: float, ttl: float, slack: float = 0.3
+    events: Sequence[Event],
+    *,
+    retry: float,
+    ttl: float,
+    slack: float = 0.3,
+    contended: float = 3.0,
 ) -> Verdict:
     """A free name is granted within two retry delays while a process that
-    reaches a healthy majority waits for it (plain locks' waiters)."""
+    reaches a healthy majority waits for it (plain locks' waiters); within
+    ``contended`` retry delays when another process waited for it too (votes
+    split between two waiters that each reach only a bare majority: each
+    retries after its jittered delay, and may split again - as
+    ``prompt_grants`` allows)."""
     history = sorted(events, key=lambda e: e.time)
     log = FaultLog(history)
     found = calls(history)
     resources = _Resources(_occupancy(history), found, retry=retry, history=history)
     waiters = [c for c in found if c.op == "lock" and c.timeout > 0]
-    bound = 2 * retry + slack
+    wanting: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
+    for other in found:
+        if other.op in ("lock", "multi") and other.timeout > 0:
+            for name in other.names:
+                wanting[name].append((other.start, other.end, other.process))
     sick: dict[str, Intervals] = {}
     violations: list[tuple[float, str]] = []
     longest = 0.0
@@ -288,6 +301,9 @@ def free_name_granted(
         blocked = resources.blocked(call) + sick[call.process].within(call.start, call.end)
         for a, b in _gaps(call.start, call.end, blocked):
             longest = max(longest, b - a)
+            rivals = any(x < b and y > a and who != call.process
+                         for x, y, who in wanting[call.res])  # fmt: skip
+            bound = (contended if rivals else 2.0) * retry + slack
             if b - a > bound and not math.isinf(b):
                 violations.append((b - a, (
                     f"{call.describe()} ({call.outcome}): {call.res!r} was free for {b - a:.3f} s,"

@@ -164,6 +164,18 @@ def test_a_free_name_taken_within_two_retries_is_no_violation() -> None:
     assert free_name_granted(events, retry=0.4, ttl=TTL).ok
 
 
+def test_a_rival_waiter_allows_split_votes_three_retries() -> None:
+    # Free from 2.0 s; w1 gives up at 3.3 s: 1.3 s, past two retries (1.1 s).
+    alone = [*cluster(), *occupied(2.0), *call("w1", "lock", "a", 1.0, 3.3, "false", 2.3)]
+    assert not free_name_granted(alone, retry=0.4, ttl=TTL).ok
+    # w2 wanted it too: their votes may split, each retrying after its
+    # jittered delay; three retries (1.5 s) allowed, no more.
+    rival = call("w2", "lock", "a", 1.5, 3.3, "false", 1.8, ident=2)
+    assert free_name_granted([*alone, *rival], retry=0.4, ttl=TTL).ok
+    late = [*cluster(), *occupied(2.0), *call("w1", "lock", "a", 1.0, 3.8, "false", 2.8), *rival]
+    assert not free_name_granted(late, retry=0.4, ttl=TTL).ok
+
+
 def test_a_waiter_without_a_healthy_majority_is_not_judged() -> None:
     cut = fault("blackhole", 1.5, 7.0, "0,1,", "1,")
     events = [*cluster(), *occupied(2.0), *cut, *call("w1", "lock", "a", 1.0, 6.0, "false", 5.0)]
