@@ -109,7 +109,9 @@ def _read(epochs: Epochs, answers: Answers) -> list[Field]:
         for field, epoch in zip(reply[3 : 3 + k : 2], reply[4 : 3 + k : 2], strict=False):
             of, _, at = field.partition(b".") if isinstance(field, bytes) else (b"", b"", b"")
             if of != mark or not at.isdigit() or not 0 < int(at) <= n:
-                continue  # another node list's notice
+                if at.isdigit() and of != mark:
+                    _misplaced(name)  # another node list's (not an earlier release's)
+                continue
             position = int(at) - 1
             if not isinstance(epoch, bytes) or where.get(epoch, position) != position:
                 _misplaced(name)
@@ -132,9 +134,9 @@ def _misplaced(name: str) -> None:
     warn_once(
         f"list:{name}",
         "redlock_async: %s holds restart records of another node list on this prefix "
-        "(other nodes, or the same in another order): they cost votes, never safety; list "
-        "the nodes in the same order everywhere, or give each list its own prefix "
-        "(docs/guarantees.md, 'Restarted nodes')",
+        "(other nodes, or the same in another order): they cost votes here, and the "
+        "restart rule needs one order; list the nodes in the same order everywhere, or "
+        "give each list its own prefix (docs/guarantees.md, 'Lists in another order')",
         name,
     )
 

@@ -29,14 +29,19 @@ local function epoch_run_id()
         and string.match(replication, 'master_replid:(%x+)') or ''
 end
 
--- A new epoch: 't', the clock in ms as 11 hex digits, so that a later one
--- reads as newer, then 4 more (not math.random: it is seeded alike everywhere).
-local function epoch_make(epoch_key, run_id, replid)
+-- A new epoch: 't', the clock in ms as 11 hex digits (``floor`` at least),
+-- so that a later one reads as newer, then 4 more (not math.random: it is
+-- seeded alike everywhere). Who made it is left out when INFO was refused
+-- (an empty run would read as another server's: epoch_foreign).
+local function epoch_make(epoch_key, run_id, replid, floor)
     local t = redis.call('TIME')
-    local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    local ms = math.max(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), floor or 0)
     local seed = (run_id or '') .. ':' .. t[1] .. ':' .. t[2] .. ':' .. epoch_key
     local id = string.format('t%011x', ms) .. string.sub(redis.sha1hex(seed), 1, 4)
-    redis.call('HSET', epoch_key, 'id', id, 'run', run_id or '', 'repl', replid or '')
+    redis.call('HSET', epoch_key, 'id', id)
+    if run_id then
+        redis.call('HSET', epoch_key, 'run', run_id, 'repl', replid)
+    end
     return id
 end
 
@@ -56,7 +61,8 @@ local function epoch_born(epoch)
     return string.sub(epoch, 1, 1) == 't' and tonumber(string.sub(epoch, 2, 12), 16) or 0
 end
 
--- Whether a notice names dead an epoch of ``view``: older than its own.
+-- Whether a notice names dead an epoch of ``view``: older than its own (one
+-- the view holds elsewhere is another node's: a list in another order).
 local function epoch_refused(epoch_key, view)
     local notices = redis.call('HGETALL', epoch_key .. '~notices')
     local mark, epochs = string.match(view, '^[^,]*'), {}
@@ -66,7 +72,8 @@ local function epoch_refused(epoch_key, view)
     for i = 1, #notices, 2 do
         local of, at = string.match(notices[i], '^(.*)%.(%d+)$')
         local mine = of == mark and epochs[tonumber(at)]
-        if mine and mine ~= '-' and epoch_born(mine) < epoch_born(notices[i + 1]) then
+        if mine and mine ~= '-' and epoch_born(mine) < epoch_born(notices[i + 1])
+            and not string.find(view, ',' .. notices[i + 1] .. ',', 1, true) then
             return true
         end
     end

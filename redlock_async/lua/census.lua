@@ -25,8 +25,8 @@ if ARGV[1] then
     end
 end
 local fresh = not id or (run_id ~= nil and epoch_foreign(KEYS[1], run_id, replid))
-if fresh then
-    id = epoch_make(KEYS[1], run_id, replid)
+if fresh then -- later than the one replaced, whose server's clock may have led
+    id = epoch_make(KEYS[1], run_id, replid, id and epoch_born(id) + 1)
 end
 local memory = redis.pcall('INFO', 'memory')
 local policy = type(memory) == 'string' and string.match(memory, 'maxmemory_policy:([%w-]+)')

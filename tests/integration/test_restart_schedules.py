@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 import pytest
 
@@ -142,4 +143,57 @@ async def test_a_loss_inside_a_census_chain_leaves_no_notice_against_its_view(
     # notice hid it; without that census, refused for 1.5 x max(ttl, 2 s)).
     assert epochs.count == count, [str(e) for e in job.errors.values()]
     assert not job.errors, job.errors
+    await job.release()
+
+
+async def test_processes_listing_the_nodes_in_another_order_still_grant_and_are_warned(
+    redis_nodes: RedisNodes, routed: MakeRouted, caplog: pytest.LogCaptureFixture
+) -> None:
+    # An outside review: A lists the nodes (0, 1, 2), B (1, 0, 2). Each census
+    # chain leaves, per position, the newest epoch it heard there as a
+    # notice: on every node, positions 1 and 2 came to name the later-born of
+    # nodes 0's and 1's epochs, and every view - A's, B's, a newcomer's in A's
+    # order - named an older one at one of them: STALE everywhere, for good.
+    # A notice naming an epoch the view holds at another position is another
+    # order's now, and refuses nothing; the census warns once.
+    routes = redis_nodes.route()
+    a = routed(routes, 0.25)
+    b = routed([routes[1], routes[0], routes[2]], 0.25)
+    with caplog.at_level(logging.WARNING, logger="redlock_async.node"):
+        for process in (a, b, a, b):
+            epochs = process._core.epochs
+            assert isinstance(epochs, Epochs)
+            await epochs.first(5.0)
+            job = process.lock("job", ttl=2.0, auto_extend=False)
+            assert await job.acquire(timeout=TWO_RETRIES), [str(e) for e in job.errors.values()]
+            await job.release()
+        c = routed(redis_nodes.route(), 0.25)
+        job = c.lock("job", ttl=2.0, auto_extend=False)
+        assert await job.acquire(timeout=TWO_RETRIES), [str(e) for e in job.errors.values()]
+        await job.release()
+    warned = [r.getMessage() for r in caplog.records if "another node list" in r.getMessage()]
+    assert warned, "no process warned of the other order"
+
+
+async def test_an_epoch_replacing_anothers_is_born_after_it(
+    redis_nodes: RedisNodes, routed: MakeRouted
+) -> None:
+    # A promoted replica, or a slot moved to another shard, makes the node's
+    # new epoch on another server's clock: one lagging the old epoch's birth
+    # made the dead epoch read as the newer, and its notices refused every
+    # view naming the live one. The census makes it later than the one it
+    # replaces, whatever its clock says.
+    a = redis_nodes[0].client()
+    ahead = f"t{(int(time.time() * 1000) + 3_600_000):011x}beef"  # an hour ahead
+    a.hset("redlock:~epoch", mapping={"id": ahead, "run": "f" * 40, "repl": "e" * 40})
+    p = routed(redis_nodes.route(), 0.25)
+    epochs = p._core.epochs
+    assert isinstance(epochs, Epochs)
+    await epochs.first(5.0)
+    made = a.hget("redlock:~epoch", "id")
+    assert made is not None
+    assert made != ahead.encode()  # another server's: replaced
+    assert int(made[1:12], 16) > int(ahead[1:12], 16)  # born after it
+    job = p.lock("job", ttl=2.0, auto_extend=False)
+    assert await job.acquire(timeout=5.0), [str(e) for e in job.errors.values()]
     await job.release()
