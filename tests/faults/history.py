@@ -241,13 +241,17 @@ def _told_on_resume(spans: Sequence[tuple[float, float]], told: float) -> float 
     Stalls that overlap are one: a process stopped twice at once (a stall in
     its own code, a stop from outside) runs again only when both are over,
     and could not act from the first one's start (sim seed 10012)."""
-    merged: list[list[float]] = []
+    merged: list[tuple[float, float, list[float]]] = []  # start, end, its stalls' ends
     for a, b in sorted(spans):
         if merged and a <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], b)
+            start, end, ends = merged[-1]
+            merged[-1] = (start, max(end, b), [*ends, b])
         else:
-            merged.append([a, b])
-    starts = [a for a, b in merged if told - STALL_NOTICE <= b <= told + STALL_NOTICE]
+            merged.append((a, b, [b]))
+    # Told as one of them ended (a second stall may have begun just before:
+    # its loop blocked again, sim seed 10014).
+    starts = [a for a, _, ends in merged
+              if any(told - STALL_NOTICE <= b <= told + STALL_NOTICE for b in ends)]  # fmt: skip
     return min(starts) if starts else None
 
 

@@ -1212,3 +1212,27 @@ def test_a_pause_ended_by_its_process_crash_is_paired_by_its_id() -> None:
     ]
     assert stalls(history) == {"w21": [(2.1, 2.7)], "w22": [(2.0, 3.4)]}
     assert mutual_exclusion(history).ok
+
+
+def test_a_loss_told_as_a_stop_ends_counts_though_the_loop_stalls_again_at_once() -> None:
+    # Sim seed 10014: w11 holds "c" (auto-renewed) and is stopped 1.0-2.0;
+    # its keys expire and w19 takes "c" at 1.8. It is told of the loss as it
+    # runs again, at 2.0, and its loop stalls anew from 1.9999 to 3.1 (a
+    # pause inside its next acquire, the lag measured in whole ms). The two
+    # stalls overlap, but it was told as the first ended: its window ends at
+    # 1.0, not at the merged stall's end.
+    def pause(time: float, kind: str) -> Event:
+        return Event(time, "nemesis", kind, "pause-worker", detail="id=1 workers=(11,)")
+
+    history = [
+        Event(0.5, "w11", "ok", "acquire", "c", "t1"),
+        pause(1.0, "fault"),
+        Event(1.8, "w19", "ok", "acquire", "c", "t2", valid_until=2.5),
+        Event(1.9, "w19", "release", "acquire", "c", "t2"),
+        pause(2.0, "heal"),
+        Event(2.0, "w11", "lost", "acquire", "c", "t1"),
+        Event(3.1, "w11", "lag", "loop", value=1101),
+    ]
+    assert mutual_exclusion(history).ok
+    [first, _] = windows(history)
+    assert (first.start, first.end) == (0.5, 1.0)
