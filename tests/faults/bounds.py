@@ -421,8 +421,24 @@ def _late_spans(history: Sequence[Event]) -> list[Span]:
     return spans
 
 
+def _crashes(history: Sequence[Event]) -> dict[str, list[float]]:
+    """When each worker process was crashed by the nemesis (``crash-process``)."""
+    found: dict[str, list[float]] = defaultdict(list)
+    for event in history:
+        if event.process == "nemesis" and event.kind == "fault" and event.op == "crash-process":
+            match = _WORKERS.search(event.detail)
+            for number in re.split(r"[,\s]+", match.group(1)) if match else ():
+                if number:
+                    found[f"w{number}"].append(event.time)
+    return found
+
+
 def _cut_short(
-    tokens: dict[str, _Token], found: Sequence[Call], retry: float, late: Sequence[Span] = ()
+    tokens: dict[str, _Token],
+    found: Sequence[Call],
+    retry: float,
+    late: Sequence[Span] = (),
+    crashes: dict[str, list[float]] | None = None,
 ) -> dict[str, list[tuple[str, Span]]]:
     """What acquires a process's crash (or end) cut short may hold with no grant
     of it in the history, per hold kind (``lock`` for the exclusive names;
@@ -442,13 +458,17 @@ def _cut_short(
                 ttls[kind, name] = max(ttls.get((kind, name), 0.0), token.ttl)
     spans: dict[str, list[tuple[str, Span]]] = defaultdict(list)
     for call in found:
-        if call.outcome not in ("crashed", "never returned"):
-            continue
         kind = "lock" if call.op in EXCLUSIVE else call.op
         if kind not in ("lock", "read", "write"):
             continue
         # Its last commands ran by its end, or when a slow node caught up.
         ran = max([call.end] + [b for a, b in late if a <= call.end < b])
+        if call.outcome not in ("crashed", "never returned"):
+            # A failed attempt's undo waits for the slow node to answer: a
+            # crash meanwhile leaves what it wrote there (sim seed 10017).
+            died = any(call.end <= t < ran for t in (crashes or {}).get(call.process, ()))
+            if call.outcome == "ok" or not died:
+                continue
         for name in call.names if kind == "lock" else [call.res]:
             if (kind, name) in ttls:
                 end = ran + ttls[kind, name] + _KEY_SLACK
@@ -518,7 +538,7 @@ class _Resources:
         for call in found:
             if call.op == "write":
                 waiting_writers[call.res].append((call.start, call.end))
-        cut = _cut_short(tokens, found, retry, _late_spans(history))
+        cut = _cut_short(tokens, found, retry, _late_spans(history), _crashes(history))
         for name, span in cut["lock"]:
             names[name].append(span)
         for res, span in cut["read"]:

@@ -831,6 +831,33 @@ def test_prompt_grants_counts_a_crashed_acquire_from_when_a_slow_node_caught_up(
     assert "w3 lock 'f'" in verdict.violations[0]
 
 
+def test_prompt_grants_counts_a_failed_acquire_whose_process_crashed_behind_a_slow_node() -> None:
+    # w1's acquire of "f" fails at 1.1 while node 0 is slow until 5.0; its
+    # undo waits for node 0 to answer, and w1 crashes at 2.0: the acquire
+    # runs at 5.0 and nothing removes its key, which may live to 6.0 (sim
+    # seed 10017: a failed attempt 13 s behind a slow majority's backlog).
+    history = [
+        hold(0.5, "w1", "t1", "lock", "f"),
+        free(0.6, "w1", "t1", "lock", "f"),
+        Event(0.9, "nemesis", "fault", "slow-node", detail="id=4 nodes=(0,) workers=()"),
+        call(1.0, "w1", 1, "lock", "f", 3.0),
+        returned(1.1, "w1", 1, "lock", "f", "false"),
+        Event(2.0, "nemesis", "fault", "crash-process", detail="id=5 nodes=() workers=(1,)"),
+        Event(5.0, "nemesis", "heal", "slow-node", detail="id=4 nodes=(0,) workers=()"),
+        call(5.3, "w3", 1, "lock", "f", 1.0),
+        hold(6.25, "w3", "t3", "lock", "f"),
+        returned(6.25, "w3", 1, "lock", "f"),
+        free(6.3, "w3", "t3", "lock", "f"),
+    ]
+    history.sort(key=lambda e: e.time)
+    assert prompt_grants(history, retry=0.4, after_heal=0.0).ok
+    # Had w1 lived, its undo followed the acquire there: "f" free from 5.3.
+    lived = [e for e in history if e.op != "crash-process"]
+    verdict = prompt_grants(lived, retry=0.4, after_heal=0.0)
+    assert not verdict.ok
+    assert "w3 lock 'f'" in verdict.violations[0]
+
+
 def test_prompt_grants_keeps_readers_out_while_a_crashed_writers_wait_marker_lives() -> None:
     # w0 crashes waiting to write "r" (readers held it): its wait marker keeps
     # new readers out for three retry delays after its last attempt, 1.2 s
