@@ -14,13 +14,13 @@ fan-out of its own would be (``_grant.apply_votes``):
 The engine's :class:`~.._engine.Tally` expects one integer per node, so a
 list reply is neither yes nor no to it, and its decision is not used: a
 batch reads the replies themselves (``Tally.when_settled``) and is decided
-once every node has answered, or once the tally has timed out every node
-still missing (``Tally.when_expired``), whichever comes first. So a late
-vote is judged by the rule of every other fan-out (an acquire's, an
-extend's): failed after ``node_timeout`` of the node's silence, or
-``Tally.expire``'s bound for a node busy with earlier commands - not by a
-deadline of the batch's own. Waiting for the slowest healthy node costs no
-validity: validity is counted from ``started``, taken before the call was sent.
+once every node has answered, once a quorum has said yes to every grant of
+it, or once the tally has timed out every node still missing
+(``Tally.when_expired``), whichever comes first. So a late vote is judged by
+the rule of every other fan-out (an acquire's, an extend's): failed after
+``node_timeout`` of the node's silence, or ``Tally.expire``'s bound for a
+node busy with earlier commands - not by a deadline of the batch's own.
+Validity is counted from ``started``, taken before the call was sent.
 
 Where a node cannot run one script over keys of several hash slots (a Redis
 Cluster), every grant is sent alone, with its own extend command: a batch of
@@ -157,10 +157,16 @@ class Batch(Generic[_M]):
 
     def _replied(self, index: int, reply: Reply) -> None:
         if self._then is None:
-            return  # decided at the deadline: a late answer changes nothing
-        self.columns[index] = self._column(index, reply)
+            return  # decided already: a late answer changes nothing
+        column = self.columns[index] = self._column(index, reply)
         self.missing -= 1
-        if not self.missing:
+        # A quorum that said yes to every grant decides it: the nodes still
+        # missing cannot change an outcome, and a slow one would only hold
+        # the batch - past a short ttl's loss deadline (sim seed 10035).
+        if not self.missing or (
+            type(column) is list and column.count(1) == len(column)
+            and self.unanimous(self.tally.quorum)
+        ):  # fmt: skip
             self.decide()
 
     def _counted(self, _: object) -> None:

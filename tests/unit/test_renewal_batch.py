@@ -257,6 +257,28 @@ def test_a_renewal_in_flight_past_the_loss_deadline_is_a_loss_at_the_deadline() 
     assert lost_at == [pytest.approx(deadline, abs=1e-9)]
 
 
+def test_a_quorum_that_renewed_every_grant_decides_the_batch_without_a_slow_node() -> None:
+    # n0 and n1 renew at once; n2 answers each call 2.5 s late (busy with a
+    # backlog: node_timeout 2 s keeps its vote). Waiting for it decided each
+    # renewal past the loss deadline, and lost a lock a healthy majority
+    # held (sim seed 10035). Their yes to every grant decides the batch.
+    c = cluster(node_timeout=2.0)
+    late = lambda sent: Late([1] * len(tokens(sent)), 2.5)  # noqa: E731
+    c.script(EXTEND_MANY.name, by_token({}), by_token({}), late)
+    lost: list[Lock] = []
+    lock = c.lock(ttl=TTL, on_lost=lost.append)
+
+    async def main() -> None:
+        await hold([lock])
+        await asyncio.sleep(3 * TTL)
+        assert lock.held
+        await lock.release()
+
+    run(main(), c.clock)
+    assert not lost, lost
+    assert len(c.times(EXTEND_MANY.name)) >= 3 * 3  # renewed on, three calls a round
+
+
 def test_read_and_write_grants_share_the_batch_each_with_its_own_kind_and_key() -> None:
     c = cluster()
     c.script(READ_ACQUIRE.name, 1)
