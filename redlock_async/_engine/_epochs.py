@@ -124,8 +124,8 @@ def _read(epochs: Epochs, answers: Answers) -> list[Field]:
                 of, *entries = view.split(b",")[:-1]
                 end = heard + ms / 1000.0 * stretch + _SLACK
                 ours = of == mark and all(where.get(e, p) == p for p, e in enumerate(entries))
-                if not ours:
-                    _misplaced(name)  # another node list's
+                if not ours and of:  # another node list's (not the first version's: ",e1,...")
+                    _misplaced(name)
                 fields.append((tuple(entries) if ours else None, frozenset(entries), end))
     return fields
 

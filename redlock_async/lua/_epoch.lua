@@ -7,8 +7,9 @@
 --                           run and repl (the server that made it), and an
 --                           index of the records below (for census.lua)
 --   <prefix>~epoch:<view>   a view's record, outlasting the grants written with it
---   <prefix>~epoch~notices  hash, no expiry: "<mark>.<position>" -> the newest
---                           epoch a census heard there (older ones are dead)
+--   <prefix>~epoch~newest   hash, no expiry (the notices; not the first version's
+--                           ~notices): "<mark>.<position>" -> the newest epoch
+--                           a census heard there (older ones are dead)
 -- A view, "<mark>,e1,-,e3,": each node's epoch by position, '-' not heard.
 --
 -- epoch_check(record, ttl) Returns whether the script may go on (else it
@@ -64,7 +65,7 @@ end
 -- Whether a notice names dead an epoch of ``view``: older than its own (one
 -- the view holds elsewhere is another node's: a list in another order).
 local function epoch_refused(epoch_key, view)
-    local notices = redis.call('HGETALL', epoch_key .. '~notices')
+    local notices = redis.call('HGETALL', epoch_key .. '~newest')
     local mark, epochs = string.match(view, '^[^,]*'), {}
     for epoch in string.gmatch(view, ',([^,]+)') do
         epochs[#epochs + 1] = epoch

@@ -12,7 +12,7 @@
 -- missing or made by another server (epoch_foreign).
 local run_id, replid = epoch_run_id()
 local id = redis.call('HGET', KEYS[1], 'id')
-local notices = KEYS[1] .. '~notices'
+local notices = KEYS[1] .. '~newest'
 if ARGV[1] then
     local mark, at = string.match(ARGV[1], '^[^,]*'), 0
     for epoch in string.gmatch(ARGV[1], ',([^,]+)') do

@@ -103,7 +103,7 @@ async def test_a_node_that_lost_its_data_twice_leaves_no_notice_in_the_way(
     # A notice is one field per position, naming its newest epoch: every
     # older one there is dead (issue 40: no cutoff, no window to outlive).
     for node in (a, b):
-        kept = node.client().hgetall("redlock:~epoch~notices")
+        kept = node.client().hgetall("redlock:~epoch~newest")
         assert kept == {b"n3.%d" % (i + 1): epoch for i, epoch in enumerate(ids)}, kept
 
 
@@ -138,7 +138,7 @@ async def test_a_notice_from_before_a_loss_does_not_keep_out_views_after_it(
     a, b, c = redis_nodes
     p0 = routed(redis_nodes.route(), 0.25)
     await p0._core.epochs.first(5.0)
-    assert len(a.client().hgetall("redlock:~epoch~notices")) == 3  # one per position
+    assert len(a.client().hgetall("redlock:~epoch~newest")) == 3  # one per position
     c.kill()
     b.client().flushall()
     p1 = routed(redis_nodes.route(), 0.25)
@@ -146,7 +146,7 @@ async def test_a_notice_from_before_a_loss_does_not_keep_out_views_after_it(
     lock = p1.lock("job", ttl=1.0, auto_extend=False)
     assert await lock.acquire(blocking=False), lock.errors  # on A and B
     await lock.release()
-    kept = a.client().hgetall("redlock:~epoch~notices")
+    kept = a.client().hgetall("redlock:~epoch~newest")
     # P0's notice for B named b, older than b': P1's census replaced it. C's stays
     # (P1 did not hear C), and refuses nothing: C kept its epoch.
     assert kept[b"n3.2"] == b.client().hget("redlock:~epoch", "id"), kept

@@ -150,7 +150,7 @@ async def test_a_held_lock_is_lost_after_a_node_down_during_a_census_comes_back(
     assert not lock.lost, (
         f"lost, though A, B and D held it (B left the view: {left_view}); "
         f"P's view {epochs.view!r}, ids {epochs.ids}; notices: "
-        f"{[n.client().hgetall('redlock:~epoch~notices') for n in redis_nodes]}; "
+        f"{[n.client().hgetall('redlock:~epoch~newest') for n in redis_nodes]}; "
         f"epochs: {[n.client().hget('redlock:~epoch', 'id') for n in redis_nodes]}; nodes {names}"
     )
     await lock.release()

@@ -31,7 +31,7 @@ State = dict[bytes, tuple[str, object, int | None]]
 
 PREFIX = "redlock:"
 EPOCH = epoch_key(PREFIX)
-NOTICES = EPOCH + b"~notices"
+NOTICES = EPOCH + b"~newest"
 NAMES = ("a", "b", "c")
 LAYOUTS = [KeyLayout(PREFIX, name) for name in NAMES]
 TTLS = (1, 2, 3, 5, 10, 50, 300, 2000, 10_000, 30_000)
