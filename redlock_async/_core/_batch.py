@@ -98,6 +98,7 @@ class Batch(Generic[_M]):
     """
 
     __slots__ = (
+        "_agreed",
         "_common",
         "_then",
         "_waiter",
@@ -129,6 +130,7 @@ class Batch(Generic[_M]):
         # Each node's answer, None until it came (or while it is late).
         self.columns: list[Column | None] = [None] * tally.n
         self.missing = tally.n
+        self._agreed = 0  # nodes that said yes to every grant (see _replied)
         self.expired = False  # decided at the deadline, with answers missing
         self._common: dict[str, NodeError] | None = None  # see errors()
         if alone:
@@ -163,10 +165,9 @@ class Batch(Generic[_M]):
         # A quorum that said yes to every grant decides it: the nodes still
         # missing cannot change an outcome, and a slow one would only hold
         # the batch - past a short ttl's loss deadline (sim seed 10035).
-        if not self.missing or (
-            type(column) is list and column.count(1) == len(column)
-            and self.unanimous(self.tally.quorum)
-        ):  # fmt: skip
+        if type(column) is list and column.count(1) == len(column):
+            self._agreed += 1
+        if not self.missing or self._agreed >= self.tally.quorum:
             self.decide()
 
     def _counted(self, _: object) -> None:
