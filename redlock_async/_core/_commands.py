@@ -9,7 +9,7 @@ states every member of the protocol, the neutral ones included).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Protocol
 
 from .._base._keys import KeyLayout, wake_channel
@@ -17,10 +17,7 @@ from .._base._timing import fair_heartbeat, ttl_ms
 from .._engine import Command, Engine, Tally, Waiting
 from ._scripts import ACQUIRE, EXTEND, FAIR_ACQUIRE, FAIR_LEAVE, RELEASE
 
-__all__ = ["Agree", "Commands", "ExclusiveCommands", "FairEntry", "grant_keys"]
-
-Agree = Callable[[Tally], Awaitable[bool]]
-"""Asked once a quorum said yes to an attempt: is that yes a grant?"""
+__all__ = ["Commands", "ExclusiveCommands", "FairEntry"]
 
 
 class FairEntry:
@@ -58,19 +55,21 @@ class Commands(Protocol):
         """Every key and channel of the lock's name."""
         ...
 
-    stateful: bool
-    """Whether ``attempts_begin``/``attempts_over`` matter outside fair mode
-    (the read-write views: the upgrade check, the writer-waiting marker)."""
     token_prefix: bytes
     """Put before every token of the kind's grants: a multilock's ``m:``, so
     that ``adopt()`` can refuse it (``_multilock.py``); empty for the others,
     whose tokens are the engine's as they come."""
 
-    @property
-    def agree(self) -> Agree | None:
-        """Whether a quorum's yes is a grant: a semaphore's asks for one slot on a
-        quorum (``_semaphore.py``). None for the other kinds: the yes is the grant.
-        """
+    def judge(self, tally: Tally) -> Awaitable[bool]:
+        """Whether an attempt is a grant: for most kinds the quorum's yes itself
+        (``tally.decided``, awaited as it is: no coroutine); a semaphore's also
+        asks for one slot on a quorum (``_semaphore.py``)."""
+        ...
+
+    def grant_keys(self) -> Sequence[bytes]:
+        """The lock keys a grant writes, one per name: beside a Redis Cluster
+        node, their hash slots' epochs are read before the first grant there
+        (``_engine/_slots.py``)."""
         ...
 
     def acquire(self, token: bytes, ttl_ms: int, fencing: bool, fair: FairEntry | None) -> Command:
@@ -110,7 +109,9 @@ class Commands(Protocol):
     def attempts_over(
         self, last: Tally | None, granted: bool, fair: FairEntry | None
     ) -> tuple[Command, ...]:
-        """``acquire()`` stopped: what clears the marks its attempts may have left."""
+        """``acquire()`` stopped: what clears the marks its attempts may have left
+        (the read-write views' writer-waiting marker, a fair queue entry);
+        ``()`` for most calls of most kinds."""
         ...
 
 
@@ -154,9 +155,7 @@ class ExclusiveCommands:
     __slots__ = ("_lock",)
 
     kind = b"x:"
-    stateful = False
     token_prefix = b""
-    agree = None
 
     def __init__(self, keys: KeyLayout) -> None:
         self._lock = keys.lock
@@ -174,6 +173,12 @@ class ExclusiveCommands:
         lock = self._lock
         lua_keys = (lock, self.keys.fence) if fencing else (lock,)
         return Command(ACQUIRE, lua_keys, (token, ttl_ms))
+
+    def judge(self, tally: Tally) -> Awaitable[bool]:
+        return tally.decided  # the quorum's yes is the grant
+
+    def grant_keys(self) -> Sequence[bytes]:
+        return (self._lock,)
 
     def release(self, token: bytes, announce: bool) -> Command:
         # Only real releases announce themselves: rolling back a failed
@@ -205,11 +210,3 @@ class ExclusiveCommands:
             return ()
         keys = self.keys
         return (fair_leave((keys.fair_queue, keys.heartbeats), keys.wake, fair, granted),)
-
-
-def grant_keys(commands: Commands) -> Sequence[bytes]:
-    """The lock keys a grant of ``commands`` writes, one per name: beside a
-    Redis Cluster node, their hash slots' epochs are read before the first
-    grant there (``_engine/_slots.py``)."""
-    locks: Sequence[bytes] | None = getattr(commands, "locks", None)  # a multilock's names
-    return locks if locks is not None else (commands.keys.lock,)

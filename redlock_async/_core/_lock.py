@@ -22,7 +22,7 @@ from .._base._peers import NoKeywords, unexpected_keyword
 from .._engine import Engine
 from . import _acquire
 from . import _observed as observed
-from ._acquire import Failures
+from ._call import Failures
 from ._commands import Commands, ExclusiveCommands
 from ._extend import Unconfirmed, extend_now, extend_request
 from ._grant import Grant

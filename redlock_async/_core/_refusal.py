@@ -20,7 +20,7 @@ from .._base._errors import (
     Votes,
 )
 from .._engine import Tally, is_yes, tally_text
-from ._acquire import Failures
+from ._call import Failures
 from ._outage import answers
 
 __all__ = ["answers", "judged", "not_acquired", "votes"]

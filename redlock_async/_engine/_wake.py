@@ -254,11 +254,11 @@ class WakeHub:
         waiting its retry delay for a lock that nobody held. Woken: the active
         waiters of that same lock here, but not ``caller``'s own (the acquire
         call that failed: its next attempt is ordered after the undo, see
-        ``_acquire.py``), nor readers by a reader's (they never refuse each
+        ``_core/_attempt.py``), nor readers by a reader's (they never refuse each
         other). So no two waiters can wake each other in turn for as long as
         a holder keeps part of the nodes. Another process's undos wake nobody
         here: its split votes are retried a jittered node_timeout later
-        (``_acquire.py``).
+        (``_core/_retry.py``).
         """
         queue = self._line_of(waiting)
         if queue is None:

@@ -38,7 +38,7 @@ ConfigurationError.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable, Sequence
 from typing import Final
 
 from .._base._config import LockOptions
@@ -85,9 +85,7 @@ class MultiCommands:
     __slots__ = ("keys", "locks", "wakes")
 
     kind = _KIND
-    stateful = False
     token_prefix = TOKEN_PREFIX
-    agree = None
 
     def __init__(self, layouts: Iterable[KeyLayout]) -> None:
         layouts = tuple(layouts)
@@ -114,6 +112,12 @@ class MultiCommands:
             return 1
 
         return SplitCommand(MULTI_ACQUIRE, locks, args, split)
+
+    def judge(self, tally: Tally) -> Awaitable[bool]:
+        return tally.decided
+
+    def grant_keys(self) -> Sequence[bytes]:
+        return self.locks  # one per name: each name's hash slot has its epochs
 
     def release(self, token: bytes, announce: bool) -> Command:
         # As for the plain lock: only real releases announce themselves.

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, NoReturn, Unpack
 
 from .._base._config import LockOptions
@@ -143,9 +143,7 @@ class _ReadCommands:
     __slots__ = ("keys", "owner")
 
     kind = b"r:"
-    stateful = True
     token_prefix = b""
-    agree = None
 
     def __init__(self, keys: KeyLayout) -> None:
         self.keys = keys
@@ -159,6 +157,12 @@ class _ReadCommands:
         return Command(
             READ_ACQUIRE, (keys.writer, keys.readers, keys.writer_waiting), (token, ttl_ms)
         )
+
+    def judge(self, tally: Tally) -> Awaitable[bool]:
+        return tally.decided
+
+    def grant_keys(self) -> Sequence[bytes]:
+        return (self.keys.lock,)
 
     def release(self, token: bytes, announce: bool) -> Command:
         return _announced(READ_RELEASE, self.keys.readers, self.keys.wake, token, announce)
@@ -202,9 +206,7 @@ class _WriteCommands:
     __slots__ = ("_check", "_marker", "_marker_ms", "_random", "keys")
 
     kind = b"w:"
-    stateful = True
     token_prefix = b""
-    agree = None
 
     def __init__(self, keys: KeyLayout, engine: Engine, check: Callable[[], None]) -> None:
         self.keys = keys
@@ -225,6 +227,12 @@ class _WriteCommands:
         if fence is not None:
             lua_keys += (fence,)
         return Command(WRITE_ACQUIRE, lua_keys, (token, ttl_ms, self._marker, self._marker_ms))
+
+    def judge(self, tally: Tally) -> Awaitable[bool]:
+        return tally.decided
+
+    def grant_keys(self) -> Sequence[bytes]:
+        return (self.keys.lock,)
 
     def release(self, token: bytes, announce: bool) -> Command:
         return _announced(RELEASE, self.keys.writer, self.keys.wake, token, announce)

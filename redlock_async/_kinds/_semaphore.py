@@ -11,8 +11,9 @@ per node is not safe, are in docs/semaphore.md.
 
 A held grant is the exclusive lock's on the chosen slot key: extend.lua,
 release.lua and batched renewals (extend_many.lua) serve it unchanged. The
-engine's one hook is :meth:`SemaphoreCommands.agree`, called by ``_acquire``
-once a quorum said yes.
+engine's one hook is :meth:`SemaphoreCommands.judge` (``Commands.judge``),
+called by the attempt (``_core/_attempt.py``): a quorum's yes, then
+:meth:`~SemaphoreCommands.agree` on one slot.
 """
 
 from __future__ import annotations
@@ -124,7 +125,6 @@ class SemaphoreCommands:
     )
 
     kind = b"s:"
-    stateful = False
     token_prefix = b""
 
     def __init__(self, engine: Engine, keys: KeyLayout, limit: int) -> None:
@@ -153,6 +153,14 @@ class SemaphoreCommands:
         self.split = False
         self._offset = offset
         return Command(SEM_ACQUIRE, self._window, (token, ttl_ms, min(self._reserve, width)))
+
+    async def judge(self, tally: Tally) -> bool:
+        """A quorum's yes, and one slot agreed on by a quorum (``agree``)."""
+        return await tally.decided and await self.agree(tally)
+
+    def grant_keys(self) -> Sequence[bytes]:
+        # Its slots are keys of the name's hash slot: the name's lock key stands for them.
+        return (self.keys.lock,)
 
     async def agree(self, tally: Tally) -> bool:
         """A quorum said yes (reserved some slot): is one slot reserved on a quorum?

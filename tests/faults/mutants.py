@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from redlock_async import _redlock
-from redlock_async._core import _acquire, _batch, _commands, _lock, _scripts
+from redlock_async._core import _attempt, _batch, _commands, _lock, _scripts
 from redlock_async._core._commands import ExclusiveCommands
 from redlock_async._core._grant import Grant
 from redlock_async._core._lock import Lock
@@ -66,11 +66,11 @@ def _set(module: object, name: str, value: object) -> None:
 
 
 def _validity_ignoring_elapsed() -> None:
-    _set(_acquire, "validity", lambda ttl, started, now, drift: ttl - ttl * drift - 0.002)
+    _set(_attempt, "validity", lambda ttl, started, now, drift: ttl - ttl * drift - 0.002)
 
 
 def _no_drift_margin() -> None:
-    _set(_acquire, "validity", lambda ttl, started, now, drift: ttl - (now - started))
+    _set(_attempt, "validity", lambda ttl, started, now, drift: ttl - (now - started))
 
 
 def _release_with_del() -> None:
@@ -209,7 +209,7 @@ def _fence_without_write_back() -> None:
         values = [r for r in tally.replies if _tally.is_yes(r)]
         return max(values), None  # type: ignore[type-var, return-value]
 
-    _set(_acquire, "_fence", fence)
+    _set(_attempt, "_fence", fence)
 
 
 def _reader_ignores_waiting_writer() -> None:

@@ -16,6 +16,10 @@ The rules:
   and the layers below its folder's, never one above nor a folder beside its
   own in the same layer (``TYPE_CHECKING`` and function-local imports count);
 - no module over 400 lines, no class over 250 lines;
+- no function over 80 lines (``def`` to its last line, docstring included,
+  decorators not) in the layers that decide a grant and run it: ``_core/``,
+  ``_engine/`` with its drivers, ``_kinds/`` (``SHORT_FUNCTIONS``) - the code
+  anyone should be able to read at once;
 - no module imports an underscore-prefixed name from another module of the
   package (``from ._lock import _UNSET``), nor reads one as an attribute of an
   imported module of the package (``_lock._UNSET``). Private *modules* may be
@@ -42,6 +46,9 @@ PACKAGE = "redlock_async"
 
 MAX_MODULE_LINES = 400
 MAX_CLASS_LINES = 250
+MAX_FUNCTION_LINES = 80
+# The folders (with their subfolders) whose functions must read at once.
+SHORT_FUNCTIONS = ("_core", "_engine", "_kinds")
 
 # The package's layers, lowest first; each a tuple of the folders (or
 # top-level modules) in it. "" is the package root: the face, every module
@@ -292,6 +299,28 @@ def long_classes(modules: Mapping[str, Module], limit: int = MAX_CLASS_LINES) ->
     return found
 
 
+def long_functions(
+    modules: Mapping[str, Module],
+    package: str,
+    folders: Sequence[str] = SHORT_FUNCTIONS,
+    limit: int = MAX_FUNCTION_LINES,
+) -> list[str]:
+    """Functions (methods and nested ones too) over ``limit`` lines in ``folders``."""
+    prefixes = tuple(f"{package}.{folder}." for folder in folders)
+    found: list[str] = []
+    for name, module in modules.items():
+        if not (name + ".").startswith(prefixes):
+            continue
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                count = (node.end_lineno or node.lineno) - node.lineno + 1
+                if count > limit:
+                    found.append(
+                        f"{_rel(module.path)}:{node.lineno} def {node.name}: {count} lines"
+                    )
+    return found
+
+
 def private_reaches(modules: Mapping[str, Module]) -> list[str]:
     """Private names imported from, or read off, another module of the package."""
     found: list[str] = []
@@ -419,6 +448,14 @@ def test_no_class_over_250_lines(package: dict[str, Module]) -> None:
     assert not found, f"classes over {MAX_CLASS_LINES} lines:\n{_listing(found)}"
 
 
+def test_no_function_over_80_lines_where_grants_are_decided(package: dict[str, Module]) -> None:
+    found = long_functions(package, PACKAGE)
+    assert not found, (
+        f"functions over {MAX_FUNCTION_LINES} lines in {', '.join(SHORT_FUNCTIONS)} "
+        f"(split them into steps with names):\n{_listing(found)}"
+    )
+
+
 def test_no_private_name_crosses_modules(package: dict[str, Module]) -> None:
     found = private_reaches(package)
     assert not found, (
@@ -481,6 +518,7 @@ def test_check_accepts_a_clean_package(tmp_path: Path) -> None:
     assert import_cycles(modules) == []
     assert long_modules(modules) == []
     assert long_classes(modules) == []
+    assert long_functions(modules, "fake", ("_engine",)) == []
     assert private_reaches(modules) == []
     edges = {(edge.source, edge.target) for edge in import_edges(modules)}
     assert ("fake._api", "fake._util") in edges  # from . import _util: the submodule
@@ -566,6 +604,29 @@ def test_check_finds_long_modules_and_classes(tmp_path: Path) -> None:
     assert sorted(line.rsplit("/", 1)[-1] for line in long_classes(modules)) == [
         "_nested.py:2 class Inner: 251 lines",
         "_wide.py:2 class Wide: 252 lines",
+    ]
+
+
+def test_check_finds_long_functions_in_the_named_folders_only(tmp_path: Path) -> None:
+    def body(lines: int, indent: str = "    ") -> str:
+        return "".join(f"{indent}x{i} = {i}\n" for i in range(lines))
+
+    modules = write_package(
+        tmp_path,
+        {
+            **CLEAN,
+            "fake/_engine/_long.py": f"@decorator\nasync def long() -> None:\n{body(80)}",
+            "fake/_engine/_fits.py": f"def fits() -> None:\n{body(79)}",  # 80 lines
+            "fake/_engine/sub/_deep.py": (
+                f"class Holder:\n    def method(self) -> None:\n{body(81, ' ' * 8)}"
+            ),
+            "fake/_elsewhere.py": f"def elsewhere() -> None:\n{body(200)}",  # not checked
+        },
+    )
+    found = long_functions(modules, "fake", ("_engine",))
+    assert sorted(line.rsplit("/", 1)[-1] for line in found) == [
+        "_deep.py:2 def method: 82 lines",
+        "_long.py:2 def long: 81 lines",
     ]
 
 
