@@ -7,7 +7,7 @@ to do next (a :class:`~._call.Move`):
 1. ``first_census`` (``_retry.py``): before this Redlock's first grant, the
    nodes' epochs are read (the restart rule, docs/guarantees.md,
    "Restarted nodes").
-2. ``queued`` / ``wait_for_turn`` (``_retry.py``): behind waiters of this
+2. ``behind_waiters`` / ``wait_for_turn`` (``_retry.py``): behind waiters of this
    process for the same lock, it joins their line instead of attempting.
 3. ``attempt`` (``_attempt.py``): admit, send, decide (the kind's judgement
    of the votes, the fencing write-back), then keep the grant if still
@@ -30,7 +30,7 @@ from .._engine import Engine
 from ._attempt import attempt
 from ._call import DONE, REFUSED, WAIT, Call, Failures, Outcome
 from ._commands import Commands
-from ._retry import after_refusal, first_census, leave, pause, queued, wait_for_turn
+from ._retry import after_refusal, behind_waiters, first_census, leave, pause, wait_for_turn
 
 __all__ = ["Failures", "Outcome", "acquire"]
 
@@ -52,7 +52,7 @@ async def acquire(
     call = Call(engine, commands, options, blocking, limit, unavailable)
     if not engine.epochs.ready:
         await first_census(call)
-    call.queued = queued(call)
+    call.queued = behind_waiters(call)
     try:
         while True:
             if call.queued:

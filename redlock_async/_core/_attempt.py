@@ -52,7 +52,7 @@ async def attempt(call: Call) -> Move:
         return DONE
     call.started = engine.clock()  # validity counts from before the send
     tally = call.last = _send(call, command)
-    # Decide (inline: no coroutine per attempt on the hot path): the quorum's
+    # Decide (inline: no second coroutine per attempt on the hot path): the quorum's
     # votes as the kind judges them, then the fencing write-back. Cut at the
     # deadline: an attempt still undecided then is abandoned (and undone, like
     # any failed one), so a node slow to vote does not hold the caller past

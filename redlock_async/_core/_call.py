@@ -1,9 +1,9 @@
 """One ``acquire()`` call's state, shared by its steps (``_acquire.py`` reads them in order).
 
 Every step (``_attempt.py``: one attempt; ``_retry.py``: what comes after a
-refusal) takes the :class:`Call` and returns a :data:`Move`, the loop's one
-decision: attempt again now, wait first, or stop. Nothing else passes
-between steps.
+refusal) takes the :class:`Call` and returns a :class:`Move`, the loop's one
+decision: attempt again now, wait first, judge a refusal, or stop. Nothing
+else passes between steps.
 """
 
 from __future__ import annotations
@@ -77,12 +77,13 @@ and the failed attempts (None when none failed)."""
 class Call:
     """One ``acquire()`` call: its bounds, its kind, and what its attempts left.
 
-    Set once: ``deadline`` (None: no timeout; a one-shot's is set when a
-    census makes it wait), ``oneshot`` (``blocking=False`` or ``timeout=0``:
-    one attempt, admitted from the one-shots' reserve), ``span`` (the
-    longest a vote may take: an attempt may outlive the deadline only if
-    its votes may take longer), ``fair`` (its fair-queue entry, or None),
-    ``outage`` (``unavailable_timeout``'s count, or None).
+    Set when the call begins: ``deadline`` (None: no timeout; a one-shot
+    gets one later, when a census under way makes it wait), ``oneshot``
+    (``blocking=False`` or ``timeout=0``: one attempt, admitted from the
+    one-shots' reserve), ``span`` (the longest a vote may take: an attempt
+    may outlive the deadline only if its votes may take longer), ``fair``
+    (its fair-queue entry, or None), ``outage`` (``unavailable_timeout``'s
+    count, or None).
     """
 
     __slots__ = (
@@ -127,7 +128,7 @@ class Call:
         self.fair = FairEntry.new(commands.kind, engine) if options.fair else None
         self.outage = None if self.oneshot or unavailable is None else Outage(unavailable)
         self.queued = False  # in line behind waiters of this process: no attempt yet
-        self.joined = False  # has joined its lock's line (subscribed) once
+        self.joined = False  # past its first refusal's listening step (or queued at once)
         self.subscription: Subscription | None = None
         self.grant: Grant | None = None
         self.last: Tally | None = None  # the last attempt's votes

@@ -17,7 +17,7 @@ from .._base._timing import fair_heartbeat, retry_delay
 from ._call import AGAIN, DONE, EARLY, WAIT, Call, Move
 from ._outage import Outage
 
-__all__ = ["after_refusal", "first_census", "leave", "pause", "queued", "wait_for_turn"]
+__all__ = ["after_refusal", "behind_waiters", "first_census", "leave", "pause", "wait_for_turn"]
 
 
 async def first_census(call: Call) -> None:
@@ -32,7 +32,7 @@ async def first_census(call: Call) -> None:
     await call.engine.epochs.first(wait, call.commands.grant_keys())
 
 
-def queued(call: Call) -> bool:
+def behind_waiters(call: Call) -> bool:
     """Whether others of this process already wait for this lock.
 
     An attempt now would jump their line (and race the waiter its release
@@ -169,7 +169,10 @@ async def pause(call: Call) -> Move:
         await asyncio.sleep(delay)
     else:
         await _wait_in_line(call, delay, idle)
-    return DONE if call.past_deadline() else AGAIN
+    # Written as the loop always wrote it: in floats, clock >= deadline - EARLY
+    # is not deadline - clock <= EARLY, and a seed must replay the same history.
+    deadline = call.deadline
+    return DONE if deadline is not None and call.engine.clock() >= deadline - EARLY else AGAIN
 
 
 def _delays(call: Call) -> tuple[float, float | None] | None:

@@ -5,7 +5,7 @@
 ``Call`` made as ``acquire()`` makes it, and the test checks the move it
 answers, what it sent, and what it left in the call: attempt (admit, send,
 decide, keep or undo), after_refusal (give up, again at once, or wait),
-pause (the retry delay, the deadline), wait_for_turn and queued (the line),
+pause (the retry delay, the deadline), wait_for_turn and behind_waiters (the line),
 first_census, leave. The whole loop is tested through ``Lock.acquire`` in
 test_lock_acquire.py, test_lock_wake.py, test_liveness.py and the others.
 """
@@ -26,16 +26,16 @@ from redlock_async._core._call import AGAIN, DONE, REFUSED, WAIT, Call
 from redlock_async._core._commands import ExclusiveCommands
 from redlock_async._core._retry import (
     after_refusal,
+    behind_waiters,
     first_census,
     leave,
     pause,
-    queued,
     wait_for_turn,
 )
 from redlock_async._core._scripts import ACQUIRE, FAIR_ACQUIRE, FAIR_LEAVE, RELEASE
 from redlock_async._engine import Tally
 
-from ._scripted import NEVER, Cluster, Late, run
+from ._scripted import NEVER, Cluster, Late, VirtualClock, run
 from .test_lock_wake import wake_cluster
 
 DOWN = NodeConnectionError("connection refused")
@@ -370,6 +370,18 @@ def test_pause_ends_the_call_at_the_deadline() -> None:
     assert c.clock() == pytest.approx(start + 0.15)
 
 
+def test_pause_counts_a_deadline_a_millisecond_away_as_come() -> None:
+    # Timers may fire up to 1 ms early: woken at 0.999 s of a 1 s deadline,
+    # the call ends rather than send an attempt cut at once. Written as
+    # clock >= deadline - 0.001: in floats, deadline - clock here is a hair
+    # over 0.001, and an attempt more would change a seed's history.
+    c = Cluster(clock=VirtualClock(0.0), retry_delay=0.999, retry_jitter=0.0)
+    call = refused(c, new_call(c, limit=1.0))
+
+    assert run(pause(call), c.clock) is DONE
+    assert c.clock() == pytest.approx(0.999)
+
+
 def test_a_fair_waiter_pauses_no_longer_than_its_heartbeat_allows() -> None:
     c = Cluster(retry_delay=5.0, retry_jitter=0.0, node_timeout=0.05)
     c.script(FAIR_ACQUIRE.name, 0)
@@ -381,7 +393,7 @@ def test_a_fair_waiter_pauses_no_longer_than_its_heartbeat_allows() -> None:
     assert c.clock() - start == pytest.approx(1.0 / 3)  # heartbeat 1 s: a third of it
 
 
-# -- the line: queued, wait_for_turn -------------------------------------------
+# -- the line: behind_waiters, wait_for_turn -------------------------------------------
 
 
 def test_behind_a_waiter_of_this_process_a_call_joins_the_line_without_attempting() -> None:
@@ -394,7 +406,7 @@ def test_behind_a_waiter_of_this_process_a_call_joins_the_line_without_attemptin
         waiting = asyncio.ensure_future(first.acquire(timeout=10.0))
         await asyncio.sleep(0.1)  # refused, in line
         call = new_call(c, limit=5.0)
-        behind = queued(call)
+        behind = behind_waiters(call)
         sent = len(c.sent(ACQUIRE.name))
         move = await wait_for_turn(call)
         assert len(c.sent(ACQUIRE.name)) == sent  # no attempt
@@ -413,8 +425,8 @@ def test_behind_a_waiter_of_this_process_a_call_joins_the_line_without_attemptin
 
 def test_a_lone_caller_is_not_queued() -> None:
     c = wake_cluster()
-    assert not queued(new_call(c))
-    assert not queued(new_call(c, blocking=False))
+    assert not behind_waiters(new_call(c))
+    assert not behind_waiters(new_call(c, blocking=False))
 
 
 # -- leave ---------------------------------------------------------------------

@@ -41,7 +41,7 @@ def test_validity_runs_out_when_acquiring_took_longer_than_the_ttl() -> None:
     assert validity(0.5, started=0.0, now=0.5 - 0.007, drift_factor=0.01) == pytest.approx(0.0)
 
 
-# The lock layer calls these functions (nothing inlines them): _acquire.py
+# The lock layer calls these functions (nothing inlines them): _attempt.py
 # and _grant.py call validity(), _renewal.py the renewal and loss formulas.
 # tests/unit/test_lock_*.py check the same numbers through the running code.
 
