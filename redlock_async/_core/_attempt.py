@@ -51,13 +51,18 @@ async def attempt(call: Call) -> Move:
         _unadmitted(call, admission)  # cancelled in the wait: nothing was sent
         return DONE
     call.started = engine.clock()  # validity counts from before the send
-    tally = call.last = _send(call, command)
+    behind = call.behind
+    if behind is None:
+        tally = call.last = engine.fanout(command)
+    else:  # ordered after the last attempt's undo on each node
+        tally = call.last = engine.fanout(command, after=behind)
+        tally.after = call.behind = None  # no chain of attempts kept alive
     # Decide (inline: no second coroutine per attempt on the hot path): the quorum's
     # votes as the kind judges them, then the fencing write-back. Cut at the
     # deadline: an attempt still undecided then is abandoned (and undone, like
     # any failed one), so a node slow to vote does not hold the caller past
     # its timeout.
-    cut = _cut_at_deadline(call, tally)
+    cut = None if call.deadline is None else _cut_at_deadline(call, tally)
     fencing: int | None = None
     call.errors = None
     try:
@@ -91,16 +96,6 @@ def _prepare(call: Call) -> tuple[bytes, Command]:
     return token, command
 
 
-def _send(call: Call, command: Command) -> Tally:
-    """The fan-out, ordered after the last attempt's undo on each node."""
-    behind = call.behind
-    if behind is None:
-        return call.engine.fanout(command)
-    tally = call.engine.fanout(command, after=behind)
-    tally.after = call.behind = None  # no chain of attempts kept alive
-    return tally
-
-
 def _abandon(call: Call, tally: Tally, token: bytes) -> None:
     """Cancelled while deciding: the attempt is abandoned and undone everywhere."""
     engine, commands = call.engine, call.commands
@@ -116,7 +111,8 @@ def _cut_at_deadline(call: Call, tally: Tally) -> TimerHandle | None:
     Only then: further deadlines cost the hot path one comparison, no timer.
     """
     deadline = call.deadline
-    if deadline is None or deadline - call.started >= call.span:
+    assert deadline is not None
+    if deadline - call.started >= call.span:
         return None
     return call.engine.loop().call_later(deadline - call.started, tally.abandon)
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from .._base._config import LockOptions
 from .._base._errors import NodeError
-from .._engine import Engine, Subscription, Tally, vote_limit
+from .._engine import Engine, Subscription, Tally
 from ._commands import Commands, FairEntry
 from ._grant import Grant
 from ._outage import Outage
@@ -82,8 +82,8 @@ class Call:
     (``blocking=False`` or ``timeout=0``: one attempt, admitted from the
     one-shots' reserve), ``span`` (the longest a vote may take: an attempt
     may outlive the deadline only if its votes may take longer), ``fair``
-    (its fair-queue entry, or None), ``outage`` (``unavailable_timeout``'s
-    count, or None).
+    (its fair-queue entry, or None), ``unavailable`` (``unavailable_timeout``,
+    None for a one-shot or no such limit; its count is ``outage``).
     """
 
     __slots__ = (
@@ -107,6 +107,7 @@ class Call:
         "split",
         "started",
         "subscription",
+        "unavailable",
     )
 
     def __init__(
@@ -124,9 +125,12 @@ class Call:
         # timeout=0 is one attempt, as blocking=False: no deadline to cut it at.
         self.oneshot = not blocking or limit == 0
         self.deadline = None if not limit else engine.clock() + limit
-        self.span = vote_limit(engine.config.node_timeout)
+        self.span = engine.vote_span
         self.fair = FairEntry.new(commands.kind, engine) if options.fair else None
-        self.outage = None if self.oneshot or unavailable is None else Outage(unavailable)
+        self.unavailable = None if self.oneshot else unavailable
+        # Made at its first use (a refusal, or a wait for its turn): a grant
+        # at the first try pays nothing for it.
+        self.outage: Outage | None = None
         self.queued = False  # in line behind waiters of this process: no attempt yet
         self.joined = False  # past its first refusal's listening step (or queued at once)
         self.subscription: Subscription | None = None
@@ -147,6 +151,12 @@ class Call:
         if self.grant is not None:
             return self.grant, {}, self.failures
         return None, self.errors or {}, self.failures
+
+    def outage_count(self) -> Outage | None:
+        """``unavailable_timeout``'s count, made at its first use (None: no limit)."""
+        if self.outage is None and self.unavailable is not None:
+            self.outage = Outage(self.unavailable)
+        return self.outage
 
     def left(self) -> float | None:
         """Seconds to the deadline (None: no deadline)."""

@@ -54,13 +54,14 @@ async def wait_for_turn(call: Call) -> Move:
     assert wake is not None
     call.queued = False
     call.joined = True
-    if call.outage is not None:
+    outage = call.outage_count()
+    if outage is not None:
         # Whether the nodes answer is unknown until it attempts: its
         # unavailable_timeout counts from now, as if an attempt no quorum
         # answered had just gone out. So it wakes by then and attempts (out
         # of turn): answered, even "busy", the run ends and it waits on;
         # unanswered, it gives up.
-        call.outage.since = engine.clock()
+        outage.since = engine.clock()
     wait = engine.config.node_timeout  # for a reader joining a run (active)
     left = call.left()
     if left is not None:
@@ -81,7 +82,8 @@ async def after_refusal(call: Call) -> Move:
     engine = call.engine
     if engine.closing:
         engine.check_open()  # raises: nothing can be granted any more
-    if call.outage is not None and await _outage_over(call, call.outage):
+    outage = call.outage_count()
+    if outage is not None and await _outage_over(call, outage):
         return DONE
     if not call.refreshed and await _census_waited(call):
         return AGAIN

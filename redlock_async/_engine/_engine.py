@@ -27,7 +27,7 @@ from ._node import Command, Node, Unsent
 from ._quorum import Quorum
 from ._settled import Settled
 from ._slots import SlotEpochs
-from ._tally import Tally, quorum_of
+from ._tally import Tally, quorum_of, vote_limit
 from ._ttls import TtlLedger
 from ._wake import WakeHub
 
@@ -105,6 +105,9 @@ class Engine:
         self.cleanup = self.cleanups.send
         self.loop = self._quorum.running_loop
         self.config = config
+        # The longest a vote may stay pending (_tally.py): read by every
+        # acquire that has a deadline or waits for a census, computed once.
+        self.vote_span = vote_limit(config.node_timeout)
         self.new_token = (
             token_factory if token_factory is not None else TokenPool(world.token_bytes)
         )
