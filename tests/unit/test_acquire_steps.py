@@ -383,6 +383,30 @@ def test_pause_counts_a_deadline_a_millisecond_away_as_come() -> None:
     assert c.clock() == pytest.approx(0.999)
 
 
+def test_after_a_split_vote_the_first_in_line_retries_once_a_jittered_node_timeout_later() -> None:
+    c = wake_cluster(node_timeout=0.05)  # retry_delay 60 s
+    c.script(ACQUIRE.name, 1, 0, 0)  # a yes among the noes: maybe a split vote
+    c.script(RELEASE.name, 1)
+    call = new_call(c, limit=100.0)
+
+    async def main() -> list[float]:
+        waited = []
+        assert await attempt(call) is REFUSED
+        assert await after_refusal(call) is AGAIN  # first in line: at once
+        for _ in range(2):
+            assert await attempt(call) is REFUSED
+            assert await after_refusal(call) is WAIT
+            before = c.clock()
+            assert await pause(call) is AGAIN
+            waited.append(c.clock() - before)
+        leave(call)
+        return waited
+
+    quick, then = run(main(), c.clock)
+    assert 0.5 * 0.05 <= quick <= 1.5 * 0.05  # node_timeout x (0.5 + random())
+    assert then == pytest.approx(60.0)  # once per delay: the next is a full one
+
+
 def test_a_fair_waiter_pauses_no_longer_than_its_heartbeat_allows() -> None:
     c = Cluster(retry_delay=5.0, retry_jitter=0.0, node_timeout=0.05)
     c.script(FAIR_ACQUIRE.name, 0)
