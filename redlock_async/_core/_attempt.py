@@ -47,8 +47,8 @@ async def attempt(call: Call) -> Move:
     admission = engine.admission
     if admission.free > 0:  # a free slot, taken inline: no await on the hot path
         admission.free -= 1
-    elif not await admission.wait(call.left(), oneshot=call.oneshot):
-        _unadmitted(call, admission)  # cancelled in the wait: nothing was sent
+    elif not await admission.wait(call.left(), oneshot=call.oneshot):  # cancelled: none sent
+        _unadmitted(call, admission)
         return DONE
     call.started = engine.clock()  # validity counts from before the send
     behind = call.behind
